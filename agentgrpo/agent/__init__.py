@@ -1,0 +1,1 @@
+"""Conversation format (chat rendering, tool-call parsing) and trajectory types."""

@@ -1,0 +1,1 @@
+"""Environments: the airline domain and user simulators (no torch here)."""

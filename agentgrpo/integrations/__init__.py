@@ -1,0 +1,1 @@
+"""Integrations with outside training frameworks (veRL, TRL): thin adapters over agentgrpo.algos."""

@@ -1,0 +1,1 @@
+"""Policy backends: HF transformers (tiny built presets, checkpoints, GGUF) and OpenAI-compatible clients."""

@@ -1,0 +1,1 @@
+"""Rewards: outcome helpers and the PRM-Lite rule engine."""
