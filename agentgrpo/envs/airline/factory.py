@@ -1,0 +1,137 @@
+"""Build the airline domain, its task splits and per-episode environments from a config.
+
+Every job (SFT, GRPO, evaluation, the quickstart, the veRL data preparation) gets its
+tasks the same way: ``build_env(EnvConfig)`` returns the domain and the
+covered_seen / uncovered_seen / unseen splits, and ``make_env`` wraps one task in an
+``AirlineEnv`` with the configured user simulator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+from agentgrpo.envs.airline.domain import AirlineDomain
+from agentgrpo.envs.airline.environment import AirlineEnv
+from agentgrpo.envs.airline.task_gen import generate_domain, split_tasks
+from agentgrpo.envs.airline.tau_bench import load_tau_bench
+from agentgrpo.envs.types import Task
+from agentgrpo.envs.user_sim import LLMUser, ScriptedUser
+
+SPLIT_NAMES = ("covered_seen", "uncovered_seen", "unseen")
+TRAIN_SPLITS = ("covered_seen", "uncovered_seen")
+
+
+@dataclass
+class SplitConfig:
+    covered_seen: int = 16
+    """Training tasks with teacher demonstrations (the seed: 16)."""
+    uncovered_seen: int = 24
+    """Training tasks without demonstrations (the seed: 24)."""
+    unseen: int = 10
+    """Test tasks (the seed: 10)."""
+
+    def __post_init__(self) -> None:
+        if min(self.covered_seen, self.uncovered_seen, self.unseen) < 0:
+            raise ValueError("env.splits sizes must be >= 0")
+
+
+@dataclass
+class WorldConfig:
+    """Sizes of a generated world (see ``agentgrpo.envs.airline.world.WorldSpec``)."""
+
+    n_airports: int = 8
+    n_flights: int = 40
+    n_users: int = 150
+    n_reservations: int = 340
+
+
+@dataclass
+class UserConfig:
+    kind: Literal["scripted", "llm"] = "scripted"
+    """scripted (offline, deterministic per seed; generated tasks only) or llm (OpenAI-compatible API)."""
+    model: str = "gpt-4o"
+    """LLM user: model name served at ``base_url``."""
+    base_url: str = "http://127.0.0.1:8000/v1"
+    """LLM user: OpenAI-compatible endpoint (e.g. a vLLM server with a 72B model)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """LLM user: environment variable holding the API key."""
+    temperature: float = 0.0
+
+
+@dataclass
+class EnvConfig:
+    source: Literal["generated", "tau_bench"] = "generated"
+    """Task source: a seeded generated world (offline default) or a τ-bench-format directory."""
+    data_dir: Optional[str] = None
+    """τ-bench data directory (users.json, flights.json, reservations.json, policy.md, tasks_test.json)."""
+    seed: int = 0
+    """World, task and split seed of the generated source."""
+    n_tasks: int = 50
+    """Tasks to generate (≥ the sum of the split sizes)."""
+    compat: Optional[Literal["tau_bench", "fixed"]] = None
+    """Tool semantics: τ-bench's quirks or τ²-bench's fixes; None = the source's default."""
+    world: WorldConfig = field(default_factory=WorldConfig)
+    splits: SplitConfig = field(default_factory=SplitConfig)
+    user: UserConfig = field(default_factory=UserConfig)
+
+    def __post_init__(self) -> None:
+        if self.source == "tau_bench" and not self.data_dir:
+            raise ValueError("env.data_dir is required when env.source=tau_bench")
+        total = self.splits.covered_seen + self.splits.uncovered_seen + self.splits.unseen
+        if self.source == "generated" and self.n_tasks < total:
+            raise ValueError(f"env.n_tasks ({self.n_tasks}) must be >= the split sizes' sum ({total})")
+        if self.source == "tau_bench" and self.user.kind == "scripted":
+            raise ValueError("τ-bench tasks have no structured scenario: set env.user.kind=llm")
+
+
+@dataclass
+class EnvBundle:
+    """A built domain and its task splits."""
+
+    domain: AirlineDomain
+    splits: dict[str, list[Task]]
+
+    def tasks(self, split_names: tuple[str, ...] | list[str] = SPLIT_NAMES) -> list[Task]:
+        unknown = set(split_names) - set(self.splits)
+        if unknown:
+            raise ValueError(f"unknown split(s) {sorted(unknown)}; choose from {list(self.splits)}")
+        return [task for name in split_names for task in self.splits[name]]
+
+    @property
+    def split_sizes(self) -> dict[str, int]:
+        return {name: len(tasks) for name, tasks in self.splits.items()}
+
+
+def build_env(config: EnvConfig) -> EnvBundle:
+    """The domain and its splits, deterministic given the config."""
+    sizes = config.splits
+    if config.source == "generated":
+        domain = generate_domain(
+            seed=config.seed,
+            n_tasks=config.n_tasks,
+            compat=config.compat or "fixed",
+            n_airports=config.world.n_airports,
+            n_flights=config.world.n_flights,
+            n_users=config.world.n_users,
+            n_reservations=config.world.n_reservations,
+        )
+    else:
+        domain = load_tau_bench(config.data_dir, compat=config.compat or "tau_bench")
+    splits = split_tasks(domain.tasks, sizes.covered_seen, sizes.uncovered_seen, sizes.unseen, seed=config.seed)
+    return EnvBundle(domain=domain, splits=splits)
+
+
+def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, max_steps: int = 30) -> AirlineEnv:
+    """One episode's environment with the configured user simulator."""
+    if config.user.kind == "scripted":
+        user = ScriptedUser(task, seed=user_seed)
+    else:
+        user = LLMUser(
+            task,
+            model=config.user.model,
+            base_url=config.user.base_url,
+            api_key_env=config.user.api_key_env,
+            temperature=config.user.temperature,
+            seed=user_seed,
+        )
+    return AirlineEnv(bundle.domain, task, user, max_steps=max_steps)

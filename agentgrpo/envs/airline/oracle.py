@@ -1,0 +1,129 @@
+"""The oracle (teacher) agent: solves generated tasks the way the policy asks.
+
+It behaves like a careful human agent: asks for the user id, reads the profile and
+the reservation before acting, applies the rules in ``policy`` to what it read,
+states every write and waits for an explicit "yes", makes one tool call per turn
+(with a one-sentence reason as its text) and never mixes a call with a message,
+reports results, refuses what the policy forbids and transfers what is out of scope.
+It knows the user's answers from the task's scenario, but only uses each one after
+the user has said it, so its transcripts are clean teacher data for SFT.
+
+Each intent's dialogue is a generator in ``oracle_plans`` that yields ``Move`` s and
+receives observations; ``OracleAgent.act`` drives it one step at a time.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from agentgrpo.envs.airline.dialogue import is_yes
+from agentgrpo.envs.airline.scenario import Scenario
+from agentgrpo.envs.types import Action, Task
+
+CLOSING = "Is there anything else I can help you with?"
+AUTH_QUESTION = "I can look into that. Could you please give me your user id?"
+
+
+@dataclass(frozen=True)
+class Move:
+    """One oracle turn: an action and the text that goes with it (a tool call's reason)."""
+
+    action: Action
+    text: str = ""
+
+
+Script = Generator[Move, str, Any]
+
+
+class Abort(Exception):
+    """The dialogue cannot go on (a tool failed unexpectedly): transfer to a human."""
+
+    def __init__(self, summary: str) -> None:
+        super().__init__(summary)
+        self.summary = summary
+
+
+class OracleAgent:
+    """Policy-following agent for generated tasks; ``act(observation) -> Action``.
+
+    ``last_text`` holds the text accompanying the last action (the reason given with a
+    tool call; the message itself for a respond action).
+    """
+
+    def __init__(self, domain: Any, task: Task) -> None:
+        from agentgrpo.envs.airline.oracle_plans import PLANS  # plans import this module
+
+        self.domain = domain
+        self.task = task
+        self.scenario = Scenario.of(task.scenario)
+        self.plan = PLANS[self.scenario.intent]
+        self.last_text = ""
+        self._script: Script | None = None
+
+    def act(self, observation: str) -> Action:
+        if self._script is None:  # the first observation is the user's opening message
+            self._script = self._run()
+            move = next(self._script)
+        else:
+            move = self._script.send(observation)
+        self.last_text = move.text or move.action.kwargs.get("content", "")
+        return move.action
+
+    def _run(self) -> Script:
+        try:
+            yield from self.plan(self)
+        except Abort as abort:
+            yield Move(Action("transfer_to_human_agents", {"summary": abort.summary}),
+                       "Something went wrong on my side, so I am handing over to a human agent.")
+        while True:
+            yield Move(Action.respond(CLOSING))
+
+    # ---- building blocks used by the plans -------------------------------------------
+    def say(self, text: str) -> Script:
+        """Send a message; returns the user's reply."""
+        reply = yield Move(Action.respond(text))
+        return reply
+
+    def call(self, name: str, kwargs: dict[str, Any], reason: str) -> Script:
+        """Make one tool call; returns the observation (an error aborts the dialogue)."""
+        observation = yield Move(Action(name, kwargs), reason)
+        if observation.startswith("Error"):
+            raise Abort(f"The tool {name} failed with: {observation}")
+        return observation
+
+    def read(self, name: str, kwargs: dict[str, Any], reason: str) -> Script:
+        """A read tool call whose JSON observation is parsed."""
+        observation = yield from self.call(name, kwargs, reason)
+        try:
+            return json.loads(observation)
+        except json.JSONDecodeError as exc:
+            raise Abort(f"The tool {name} returned unreadable data.") from exc
+
+    def authenticate(self) -> Script:
+        """Ask for the user id, then read the profile."""
+        yield from self.say(AUTH_QUESTION)
+        uid = self.scenario.user_id
+        profile = yield from self.read("get_user_details", {"user_id": uid},
+                                       "The user gave their user id, so I look up the profile.")
+        return profile
+
+    def reservation(self, question: str) -> Script:
+        """Ask which reservation (with ``question``), then read it."""
+        yield from self.say(question)
+        rid = self.scenario.reservation_id
+        found = yield from self.read("get_reservation_details", {"reservation_id": rid},
+                                     f"I check reservation {rid} before anything else.")
+        return found
+
+    def confirm(self, details: str) -> Script:
+        """State a write and ask for an explicit yes; returns whether the user agreed."""
+        reply = yield from self.say(f"{details} Shall I proceed (yes/no)?")
+        if is_yes(reply):
+            return True
+        yield from self.say(f"Understood, I will not make that change. {CLOSING}")
+        return False
+
+    def transfer(self, summary: str, reason: str) -> Script:
+        yield Move(Action("transfer_to_human_agents", {"summary": summary}), reason)

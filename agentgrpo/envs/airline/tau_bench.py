@@ -1,0 +1,72 @@
+"""Load a τ-bench-format airline directory into an :class:`AirlineDomain`.
+
+The directory holds ``users.json``, ``flights.json`` and ``reservations.json`` (the
+database), ``policy.md`` (or τ-bench's ``wiki.md``) and the tasks as a JSON list of
+``{"user_id", "instruction", "actions": [{"name", "kwargs"}], "outputs"}`` records
+in ``tasks_test.json`` (or ``tasks.json``). τ-bench's data is MIT-licensed and is
+read from where it lies, never copied into this project.
+
+Task ids are the positions in the file (``"0"`` … ``"49"``), as τ-bench indexes
+its tasks, unless a record carries its own ``task_id``.
+"""
+from __future__ import annotations
+
+import json
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from agentgrpo.envs.airline.db import TABLES
+from agentgrpo.envs.airline.domain import AirlineDomain
+from agentgrpo.envs.airline.tools import Compat
+from agentgrpo.envs.types import Action, Task
+
+POLICY_FILES = ("policy.md", "wiki.md")
+TASK_FILES = (("tasks_test.json", "test"), ("tasks.json", None))
+
+
+def _read_json(path: Path) -> Any:
+    with path.open(encoding="utf-8") as f:
+        return json.load(f)
+
+
+def task_from_record(record: dict[str, Any], index: int, split: str | None) -> Task:
+    """A :class:`Task` from one τ-bench task record."""
+    actions = [Action(a["name"], dict(a.get("kwargs", {}))) for a in record.get("actions", [])]
+    return Task(
+        task_id=str(record.get("task_id", index)),
+        user_id=record["user_id"],
+        instruction=record.get("instruction", ""),
+        actions=actions,
+        outputs=[str(o) for o in record.get("outputs", [])],
+        family="tau_bench",
+        split=split,
+    )
+
+
+def load_tasks(directory: Path) -> list[Task]:
+    """The tasks of a τ-bench directory (empty if it has no task file)."""
+    for name, split in TASK_FILES:
+        path = directory / name
+        if path.is_file():
+            records = _read_json(path)
+            return [task_from_record(r, i, split) for i, r in enumerate(records)]
+    return []
+
+
+def load_policy(directory: Path) -> str:
+    for name in POLICY_FILES:
+        path = directory / name
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    raise FileNotFoundError(f"no policy file ({' or '.join(POLICY_FILES)}) in {directory}")
+
+
+def load_tau_bench(path: str | PathLike[str], compat: Compat = "tau_bench") -> AirlineDomain:
+    """Load a τ-bench airline directory (data, policy, tasks) as a domain."""
+    directory = Path(path)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"τ-bench airline directory not found: {directory}")
+    data = {table: _read_json(directory / f"{table}.json") for table in TABLES}
+    # The freshly parsed data belongs to nobody else, so the domain can own it.
+    return AirlineDomain(data, load_tasks(directory), load_policy(directory), compat, copy_data=False)

@@ -1,0 +1,178 @@
+"""The oracle agent: solves generated tasks, deterministically, like a policy-following agent."""
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+
+import pytest
+
+from agentgrpo.envs.airline.environment import AirlineEnv, run_episode
+from agentgrpo.envs.airline.oracle import OracleAgent
+from agentgrpo.envs.airline.task_gen import FAMILY_NAMES, generate_domain
+from agentgrpo.envs.types import Action
+from agentgrpo.envs.user_sim import ScriptedUser
+
+WRITES = {"book_reservation", "cancel_reservation", "update_reservation_flights",
+          "update_reservation_baggages", "update_reservation_passengers", "send_certificate"}
+ID_PATTERNS = {"reservation_id": r"\b[A-Z0-9]{6}\b", "user_id": r"\b[a-z]+_[a-z]+_\d{4}\b",
+               "flight_number": r"\bHAT\d{3}\b",
+               "payment_id": r"\b(?:credit_card|gift_card|certificate)_\d+\b"}
+
+
+def run_all(domain, user_seed: int = 0):
+    return [run_episode(AirlineEnv(domain, task, ScriptedUser(task, seed=user_seed)),
+                        OracleAgent(domain, task)) for task in domain.tasks]
+
+
+@pytest.fixture(scope="module")
+def results():
+    domain = generate_domain(0, n_tasks=322)  # 14 tasks for each of the 23 families
+    return domain, run_all(domain)
+
+
+def test_pass_rate_on_300_tasks_covering_every_family(results):
+    domain, episodes = results
+    assert len(episodes) >= 300
+    by_family = defaultdict(list)
+    for episode in episodes:
+        by_family[episode.family].append(episode.reward)
+    assert set(by_family) == set(FAMILY_NAMES)
+    overall = sum(e.reward for e in episodes) / len(episodes)
+    assert overall >= 0.98, {f: sum(v) / len(v) for f, v in by_family.items()}
+    assert all(e.termination in ("user_stop", "transfer") for e in episodes)
+
+
+def test_tau_bench_compat_also_solved():
+    domain = generate_domain(4, n_tasks=46, compat="tau_bench")
+    episodes = run_all(domain)
+    assert sum(e.reward for e in episodes) / len(episodes) >= 0.98
+
+
+def test_transcripts_are_deterministic_and_seed_dependent():
+    def dump(seed: int) -> str:
+        return json.dumps([e.to_dict() for e in run_all(generate_domain(seed, n_tasks=23))],
+                          sort_keys=True)
+    assert dump(9) == dump(9)
+    assert dump(9) != dump(10)
+
+
+def _tool_calls(messages):
+    for index, message in enumerate(messages):
+        for call in message.get("tool_calls", []):
+            yield index, call["function"]["name"], json.loads(call["function"]["arguments"])
+
+
+def test_message_format(results):
+    _, episodes = results
+    for episode in episodes:
+        messages = episode.messages
+        assert messages[0]["role"] == "system" and messages[1]["role"] == "user"
+        for index, message in enumerate(messages):
+            if message["role"] == "assistant" and "tool_calls" in message:
+                assert len(message["tool_calls"]) == 1  # one call per turn
+                assert message["content"]  # with its one-sentence reason
+                reply = messages[index + 1]
+                assert reply["role"] == "tool"
+                assert reply["tool_call_id"] == message["tool_calls"][0]["id"]
+                assert not reply["content"].startswith("Error")
+
+
+def test_reads_before_writes_and_yes_before_every_write(results):
+    _, episodes = results
+    for episode in episodes:
+        messages = episode.messages
+        calls = list(_tool_calls(messages))
+        if calls:
+            assert calls[0][1] == "get_user_details"
+        for index, name, kwargs in calls:
+            if name not in WRITES:
+                continue
+            previous_user = next(m for m in reversed(messages[:index]) if m["role"] == "user")
+            assert previous_user["content"].lower().startswith("yes")
+            asked = next(m for m in reversed(messages[:index]) if m["role"] == "assistant"
+                         and "tool_calls" not in m)
+            assert asked["content"].endswith("Shall I proceed (yes/no)?")
+            if "reservation_id" in kwargs:
+                reads = [k for i, n, k in calls if i < index and n == "get_reservation_details"]
+                assert {"reservation_id": kwargs["reservation_id"]} in reads
+
+
+def test_no_unexplained_knowledge(results):
+    """Every id in a tool call was said by the user or returned by a tool before."""
+    _, episodes = results
+    for episode in episodes:
+        seen = ""
+        for message in episode.messages[1:]:
+            if message["role"] in ("user", "tool"):
+                seen += " " + message["content"]
+            for call in message.get("tool_calls", []):
+                arguments = call["function"]["arguments"]
+                for pattern in ID_PATTERNS.values():
+                    for value in re.findall(pattern, arguments):
+                        if value.startswith("HAT") and not re.fullmatch(r"HAT\d{3}", value):
+                            continue
+                        assert value in seen, (episode.task_id, value)
+
+
+def test_refusals_and_transfers_make_no_writes(results):
+    domain, episodes = results
+    for episode in episodes:
+        task = domain.task_by_id(episode.task_id)
+        names = [a.name for a in episode.actions]
+        if task.scenario.expected in ("refusal", "answer"):
+            assert not WRITES & set(names)
+        if task.scenario.expected == "transfer":
+            assert names[-1] == "transfer_to_human_agents"
+            assert episode.termination == "transfer"
+
+
+class _NoSayer(ScriptedUser):
+    """A user who declines every confirmation."""
+
+    def step(self, agent_message: str) -> str:
+        if "(yes/no)" in agent_message:
+            return "No, I changed my mind."
+        return super().step(agent_message)
+
+
+def test_a_declined_confirmation_means_no_write():
+    domain = generate_domain(1, n_tasks=23)
+    for task in domain.tasks:
+        if task.scenario.expected != "write":
+            continue
+        episode = run_episode(AirlineEnv(domain, task, _NoSayer(task)), OracleAgent(domain, task))
+        assert not WRITES & {a.name for a in episode.actions}
+        assert episode.reward == 0.0
+
+
+def test_after_its_plan_the_oracle_only_closes():
+    domain = generate_domain(1, n_tasks=1, families=["cancel_refused"])
+    oracle = OracleAgent(domain, domain.tasks[0])
+    actions = [oracle.act("hello") for _ in range(12)]
+    assert actions[-1] == Action.respond("Is there anything else I can help you with?")
+
+
+def test_identical_across_processes_and_hash_seeds():
+    """No dependence on set/dict hash order: other PYTHONHASHSEEDs give the same bytes."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, hashlib\n"
+        "from agentgrpo.envs.airline import AirlineEnv, OracleAgent, generate_domain, run_episode\n"
+        "from agentgrpo.envs.user_sim import ScriptedUser\n"
+        "d = generate_domain(3, n_tasks=23)\n"
+        "runs = [run_episode(AirlineEnv(d, t, ScriptedUser(t)), OracleAgent(d, t)).to_dict()\n"
+        "        for t in d.tasks]\n"
+        "blob = json.dumps([d.data, [t.to_dict() for t in d.tasks], runs], sort_keys=True)\n"
+        "print(hashlib.sha256(blob.encode()).hexdigest())\n")
+    digests = set()
+    for hash_seed in ("1", "777"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                             capture_output=True, text=True).stdout.strip()
+        digests.add(out)
+    assert len(digests) == 1 and len(hashlib.sha256().hexdigest()) == len(digests.pop())
