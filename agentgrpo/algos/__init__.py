@@ -1,0 +1,63 @@
+"""agentgrpo.algos: the numerical core — pure, vectorised torch, no I/O (DESIGN §3).
+
+Advantages (GRPO / Dr. GRPO group normalisation, LATA's 1/√L, Turn-Discount weights,
+per-turn PRM credit), the PPO-clip policy loss (token or GSPO sequence ratio), KL
+penalties, the LLDS regulariser, the one loss aggregation function, log-probs and
+entropies from logits, and the registry of named advantage estimators. The trainer, the
+veRL plugins and the TRL integration all call these functions; nothing here imports
+from the rest of the package.
+"""
+from __future__ import annotations
+
+from agentgrpo.algos.advantages import (
+    group_advantages,
+    group_index,
+    group_stats,
+    length_normalizer,
+    token_advantages,
+    turn_credit_tokens,
+    turn_discount_weights,
+)
+from agentgrpo.algos.llds import GATES, llds_loss
+from agentgrpo.algos.logprob import entropy_from_logits, logprobs_from_logits
+from agentgrpo.algos.losses import (
+    AGG_MODES,
+    KL_KINDS,
+    agg_loss,
+    kl_loss,
+    kl_penalty,
+    masked_mean,
+    policy_loss,
+)
+from agentgrpo.algos.registry import (
+    advantage_estimator_names,
+    get_advantage_estimator,
+    register_advantage_estimator,
+)
+from agentgrpo.algos.segments import segment_ids, segment_sum
+
+__all__ = [
+    "AGG_MODES",
+    "GATES",
+    "KL_KINDS",
+    "advantage_estimator_names",
+    "agg_loss",
+    "entropy_from_logits",
+    "get_advantage_estimator",
+    "group_advantages",
+    "group_index",
+    "group_stats",
+    "kl_loss",
+    "kl_penalty",
+    "length_normalizer",
+    "llds_loss",
+    "logprobs_from_logits",
+    "masked_mean",
+    "policy_loss",
+    "register_advantage_estimator",
+    "segment_ids",
+    "segment_sum",
+    "token_advantages",
+    "turn_credit_tokens",
+    "turn_discount_weights",
+]
