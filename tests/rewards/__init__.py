@@ -1,0 +1,1 @@
+"""Tests of agentgrpo.rewards: PRM-Lite and outcome helpers."""
