@@ -1,1 +1,32 @@
-"""Policy backends: HF transformers (tiny built presets, checkpoints, GGUF) and OpenAI-compatible clients."""
+"""Policy backends: HF transformers (tiny built presets, checkpoints, GGUF) and OpenAI-compatible clients.
+
+Exports resolve lazily, so ``from agentgrpo.policy import OpenAIChatPolicy`` does not
+import torch or transformers.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from agentgrpo.policy.presets import PRESETS, ModelPreset, get_preset
+
+_LAZY = {
+    "HFPolicy": "agentgrpo.policy.hf",
+    "build_policy": "agentgrpo.policy.hf",
+    "load_policy": "agentgrpo.policy.hf",
+    "save_policy": "agentgrpo.policy.hf",
+    "find_smollm2_gguf": "agentgrpo.policy.gguf",
+    "load_gguf": "agentgrpo.policy.gguf",
+    "train_tokenizer": "agentgrpo.policy.tokenizer",
+    "domain_corpus": "agentgrpo.policy.tokenizer",
+    "OpenAIChatPolicy": "agentgrpo.policy.openai_client",
+    "OpenAIClientError": "agentgrpo.policy.openai_client",
+}
+
+__all__ = ["PRESETS", "ModelPreset", "get_preset", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'agentgrpo.policy' has no attribute {name!r}")

@@ -1,0 +1,217 @@
+"""The HF transformers policy backend: build a preset, load and save checkpoints, one-episode use.
+
+* ``build_policy("tiny", corpus, out_dir)`` trains a domain tokenizer, builds a randomly
+  initialised ``LlamaForCausalLM`` of the preset's shape wired to that tokenizer's ids,
+  and saves both in standard HF format (safetensors), so ``AutoTokenizer`` /
+  ``AutoModelForCausalLM.from_pretrained(out_dir)`` load them anywhere.
+* ``load_policy(source)`` loads a checkpoint directory, a ``.gguf`` file, or the preset
+  name ``smollm2-135m``.
+* ``save_policy`` writes a checkpoint atomically: into a temporary sibling directory
+  that is renamed into place, so a crash never leaves a half-written checkpoint.
+* ``HFPolicy`` bundles model, tokenizer and ``ChatFormat`` for one episode at a time
+  (CLI, evaluation); batched rollouts use ``agentgrpo.rollout``.
+"""
+from __future__ import annotations
+
+import json
+
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
+
+from agentgrpo.agent.chat import ChatFormat, Message
+from agentgrpo.policy.gguf import find_smollm2_gguf, load_gguf
+from agentgrpo.policy.presets import PRESETS, get_preset
+from agentgrpo.policy.tokenizer import END_OF_TEXT, IM_END, train_tokenizer
+
+
+def build_policy(
+    preset: str,
+    corpus: Sequence[str],
+    out_dir: str | Path,
+    seed: int = 0,
+    agent_config: dict[str, Any] | None = None,
+) -> tuple[Any, Any]:
+    """Train the tokenizer, build the preset's Llama with seeded weights, save to ``out_dir``."""
+    spec = get_preset(preset)
+    if spec.kind != "built":
+        raise ValueError(
+            f"preset {preset!r} is a pretrained checkpoint: use load_policy({preset!r})"
+        )
+    context = int(spec.config.get("max_position_embeddings", 16384))
+    tokenizer = train_tokenizer(corpus, spec.vocab_size, model_max_length=context)
+    bos_id = tokenizer.convert_tokens_to_ids(END_OF_TEXT)
+    eos_id = tokenizer.convert_tokens_to_ids(IM_END)
+    config = LlamaConfig(
+        **{**spec.config, "vocab_size": len(tokenizer)},
+        bos_token_id=bos_id,
+        eos_token_id=eos_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):  # seeded init without touching the caller's RNG
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    # generation stops at the end of the assistant turn
+    model.generation_config = GenerationConfig(
+        bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=tokenizer.pad_token_id
+    )
+    model.eval()
+    save_policy(model, tokenizer, out_dir, agent_config)
+    return model, tokenizer
+
+
+def load_policy(source: str | Path, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` from a checkpoint directory, a ``.gguf`` file or "smollm2-135m"."""
+    name = str(source)
+    if name in PRESETS:
+        spec = PRESETS[name]
+        if spec.kind == "gguf":
+            return load_gguf(find_smollm2_gguf(), dtype=dtype)
+        raise ValueError(
+            f"preset {name!r} is built, not downloaded: create it with "
+            f"build_policy({name!r}, corpus, out_dir) and load that directory"
+        )
+    path = Path(source)
+    if path.suffix == ".gguf":
+        return load_gguf(path, dtype=dtype)
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"no checkpoint directory or .gguf file at {path} (nor a preset of {sorted(PRESETS)})"
+        )
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} is not a HF checkpoint directory: it has no config.json")
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+    model.eval()
+    return model, tokenizer
+
+
+AGENT_CONFIG_FILE = "agentgrpo.json"
+"""How the checkpoint talks to the environment (e.g. its system-prompt style), saved beside it."""
+
+
+def write_model_files(model: Any, tokenizer: Any, directory: str | Path,
+                      agent_config: dict[str, Any] | None = None) -> None:
+    """Model (safetensors), tokenizer and agent config into ``directory`` (not atomic: see save_policy)."""
+    model.save_pretrained(str(directory), safe_serialization=True)
+    tokenizer.save_pretrained(str(directory))
+    if agent_config is not None:
+        (Path(directory) / AGENT_CONFIG_FILE).write_text(json.dumps(agent_config, indent=2, sort_keys=True))
+
+
+def read_agent_config(source: str | Path) -> dict[str, Any]:
+    """The agent config saved with a checkpoint; pretrained models get the full prompt."""
+    path = Path(source) / AGENT_CONFIG_FILE
+    config: dict[str, Any] = {"prompt_style": "full"}
+    if path.is_file():
+        config.update(json.loads(path.read_text()))
+    return config
+
+
+def save_policy(model: Any, tokenizer: Any, out_dir: str | Path,
+                agent_config: dict[str, Any] | None = None) -> Path:
+    """Save model (safetensors) and tokenizer to ``out_dir``, replacing it atomically.
+
+    Everything is written to a temporary directory next to ``out_dir`` and renamed into
+    place; an existing ``out_dir`` is moved aside first and deleted last, so at every
+    moment either the old or the new complete checkpoint exists.
+    """
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    staging = out.parent / f".{out.name}.tmp-{tag}"
+    try:
+        write_model_files(model, tokenizer, staging, agent_config)
+        old = out.parent / f".{out.name}.old-{tag}"
+        if out.exists():
+            out.rename(old)
+        try:
+            staging.rename(out)
+        except OSError:
+            if old.exists():  # put the previous checkpoint back
+                old.rename(out)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+class HFPolicy:
+    """A transformers model with its tokenizer and chat format, for one episode at a time."""
+
+    def __init__(self, model: Any, tokenizer: Any, tools: Sequence[dict[str, Any]], policy: str,
+                 *, system_prompt: str | None = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.chat = ChatFormat(tokenizer, tools, policy, system_prompt=system_prompt)
+
+    @classmethod
+    def load(cls, source: str | Path, tools: Sequence[dict[str, Any]], policy: str,
+             dtype: torch.dtype = torch.float32) -> HFPolicy:
+        model, tokenizer = load_policy(source, dtype=dtype)
+        return cls(model, tokenizer, tools, policy)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @torch.inference_mode()
+    def generate_turn(self, messages: Sequence[Message], max_new_tokens: int = 256,
+                      temperature: float = 0.0, seed: int | None = None) -> str:
+        """Generate the next assistant turn; returns its text without the end-of-turn token.
+
+        temperature 0 is greedy; otherwise plain sampling (no top-k/top-p), seeded by ``seed``.
+        """
+        prompt = self.chat.encode_prompt(messages)
+        input_ids = torch.tensor([prompt], dtype=torch.long, device=self.device)
+        sampling = {}
+        if temperature > 0:
+            sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+        config = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            eos_token_id=self.chat.eos_token_ids,
+            pad_token_id=self.chat.pad_token_id,
+            **sampling,
+        )
+        cuda_devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda_devices):  # the caller's RNG stays as it was
+            if seed is not None:
+                torch.manual_seed(seed)
+            output = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                generation_config=config,
+            )
+        generated = output[0, len(prompt):].tolist()
+        if generated and generated[-1] in self.chat.eos_token_ids:
+            generated = generated[:-1]
+        return self.chat.decode(generated)
+
+    def sequence_logprobs(self, input_ids: torch.Tensor, response_mask: torch.Tensor,
+                          attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-token log-probs ``log p(x_t | x_<t)`` where ``response_mask`` is 1, else 0.
+
+        input_ids, response_mask, attention_mask: (B, T), right-padded. Returns (B, T),
+        aligned with ``input_ids`` like ``Trajectory.logprobs``; sum over T for a sequence's
+        log-likelihood. Differentiable (call under ``torch.no_grad()`` to score only).
+        """
+        from agentgrpo.policy.forward import token_logprobs
+
+        input_ids = torch.as_tensor(input_ids, dtype=torch.long, device=self.device)
+        mask = torch.as_tensor(response_mask, device=self.device)
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        attention_mask = torch.as_tensor(attention_mask, device=self.device)
+        return token_logprobs(self.model, input_ids, attention_mask, mask).logprobs

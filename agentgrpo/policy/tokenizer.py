@@ -1,0 +1,163 @@
+"""A byte-level BPE tokenizer trained on the airline domain, with a ChatML chat template.
+
+The built presets (``tiny``, ``small``) get a tokenizer of their own, trained with HF
+``tokenizers`` on the text the policy will actually read and write: the policy, the
+tool schemas, the system prompt, database records as the tools print them, task
+instructions and (passed in by the trainer) rendered teacher transcripts. A small
+vocabulary trained on that text gives short sequences, which is what makes CPU
+training affordable.
+
+Special tokens: ``<|endoftext|>`` (bos and pad), ``<|im_start|>`` and ``<|im_end|>``
+(ChatML turn markers; ``<|im_end|>`` is the eos, i.e. the end of an assistant turn).
+``<tool_call>`` and ``</tool_call>`` are single added tokens that are *not* special, so
+``decode(..., skip_special_tokens=True)`` keeps them. The result is a standard
+``PreTrainedTokenizerFast`` whose ``save_pretrained`` directory loads back with
+``AutoTokenizer.from_pretrained``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from agentgrpo.agent.chat import build_system_prompt
+from agentgrpo.agent.format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+
+END_OF_TEXT = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+SPECIAL_TOKENS: tuple[str, ...] = (END_OF_TEXT, IM_START, IM_END)
+TOOL_TOKENS: tuple[str, ...] = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE)
+_MIN_VOCAB = 256 + len(SPECIAL_TOKENS) + len(TOOL_TOKENS) + 1  # bytes + markers + one merge
+
+CHATML_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- set content = message['content'] if message['content'] is string else '' -%}"
+    "{%- if message['role'] == 'assistant' and message['tool_calls'] is defined"
+    " and message['tool_calls'] -%}"
+    "{%- set ns = namespace(parts=[]) -%}"
+    "{%- if content | trim -%}{%- set ns.parts = ns.parts + [content | trim] -%}{%- endif -%}"
+    "{%- for call in message['tool_calls'] -%}"
+    "{%- set fn = call['function'] if call['function'] is defined else call -%}"
+    "{%- set args = fn['arguments'] if fn['arguments'] is defined else {} -%}"
+    "{%- set args_json = (args if args is string else (args | tojson))"
+    " | replace('<tool_call>', '\\\\u003ctool_call>')"
+    " | replace('</tool_call>', '\\\\u003c/tool_call>') -%}"
+    "{%- set ns.parts = ns.parts + ['<tool_call>\\n{\"name\": ' + (fn['name'] | tojson)"
+    " + ', \"arguments\": ' + args_json + '}\\n</tool_call>'] -%}"
+    "{%- endfor -%}"
+    "{%- set content = ns.parts | join('\\n') -%}"
+    "{%- endif -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + content + '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+"""ChatML. Assistant messages with OpenAI ``tool_calls`` (arguments as a dict, or as the
+``json.dumps`` string of one) render as the same Hermes blocks ``render_assistant``
+writes, so the template agrees with ``ChatFormat`` on OpenAI-style transcripts.
+Schemas passed as ``tools=`` are ignored: ``ChatFormat`` puts them in the system message."""
+
+_MARKERS = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS + TOOL_TOKENS))
+
+
+def _pieces_without_markers(texts: Iterable[str]) -> Iterator[str]:
+    """Split texts at the marker tokens, so BPE learns no merges across or inside them."""
+    for text in texts:
+        for piece in _MARKERS.split(text):
+            if piece:
+                yield piece
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int,
+    *,
+    min_frequency: int = 2,
+    model_max_length: int = 16384,
+    chat_template: str = CHATML_TEMPLATE,
+) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE tokenizer of ``vocab_size`` tokens (fewer if the text runs out).
+
+    Deterministic: the same texts give the same vocabulary and merges. The size includes
+    the three special tokens and the two tool-call tokens.
+    """
+    if vocab_size < _MIN_VOCAB:
+        raise ValueError(
+            f"vocab_size must be at least {_MIN_VOCAB} (256 bytes + markers), got {vocab_size}"
+        )
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - len(TOOL_TOKENS),
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator(_pieces_without_markers(texts), trainer=trainer)
+    backend.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token=END_OF_TEXT,
+        eos_token=IM_END,
+        pad_token=END_OF_TEXT,
+        model_max_length=model_max_length,
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.chat_template = chat_template
+    return tokenizer
+
+
+def domain_corpus(
+    domain: Any, extra_texts: Iterable[str] = (), max_records: int = 200
+) -> list[str]:
+    """The text a domain tokenizer is trained on.
+
+    ``domain`` is an ``AirlineDomain`` (``policy``, ``tool_schemas()``, ``tasks``,
+    ``new_state()``, ``execute``). Records are printed by the domain's own read tools, so
+    the tokenizer sees exactly the observations the policy will read; at most
+    ``max_records`` per table, spread evenly over the sorted keys (deterministic).
+    """
+    schemas = domain.tool_schemas()
+    texts = [domain.policy, build_system_prompt(domain.policy, schemas)]
+    texts += [json.dumps(schema, ensure_ascii=False) for schema in schemas]
+    state = domain.new_state()
+    data = state.materialize()
+    for user_id in _spread(sorted(data["users"]), max_records):
+        texts.append(domain.execute(state, "get_user_details", {"user_id": user_id}))
+    for reservation_id in _spread(sorted(data["reservations"]), max_records):
+        texts.append(
+            domain.execute(state, "get_reservation_details", {"reservation_id": reservation_id})
+        )
+    searched = set()
+    for number in _spread(sorted(data["flights"]), max_records):
+        query = _bookable_search(data["flights"][number])
+        if query is not None and query not in searched:
+            searched.add(query)
+            origin, destination, date = query
+            query_args = {"origin": origin, "destination": destination, "date": date}
+            texts.append(domain.execute(state, "search_direct_flight", query_args))
+    texts += [task.instruction for task in domain.tasks]
+    texts += list(extra_texts)
+    return texts
+
+
+def _spread(keys: Sequence[str], limit: int) -> list[str]:
+    """At most ``limit`` keys, evenly spaced over ``keys``."""
+    if len(keys) <= limit:
+        return list(keys)
+    return [keys[i * len(keys) // limit] for i in range(limit)]
+
+
+def _bookable_search(flight: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(origin, destination, date) of the flight's first date open for booking, if any."""
+    dates = flight.get("dates", {})
+    for date in sorted(dates):
+        if dates[date].get("status") == "available":
+            return flight["origin"], flight["destination"], date
+    return None
