@@ -1,0 +1,277 @@
+"""Batched multi-turn rollouts: many episodes stepped together.
+
+Each round, every episode waiting on the agent gets one batched generation; then its
+action goes to the environment (a tool) or to the user simulator (a message), and the
+answer is *appended* to that episode's token stream. The KV cache of all live
+episodes stays resident between rounds (``GrowableCache``), so a turn costs the
+prefill of its new tokens plus decoding, never a re-encode of the conversation; the
+system prompt every episode shares is prefilled once and broadcast.
+
+What comes out is one ``Trajectory`` per episode: token ids, the response mask (1 on
+sampled tokens), sampling log-probs, turn spans, steps, the transcript, the reward.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from agentgrpo.agent.chat import ChatFormat
+from agentgrpo.agent.format import parse_assistant
+from agentgrpo.agent.types import Step, Trajectory, Turn
+from agentgrpo.envs.types import Action, StepResult
+from agentgrpo.rollout.cache import GrowableCache
+from agentgrpo.rollout.sampling import forward_chunk, sample_tokens
+
+
+class EpisodeEnv(Protocol):
+    """What the engine needs from an environment (``AirlineEnv`` satisfies it)."""
+
+    def reset(self) -> str: ...
+    def step(self, action: Action) -> StepResult: ...
+    def finish(self, termination: str) -> StepResult: ...
+
+
+@dataclass
+class RolloutConfig:
+    """Sampling and episode limits for the rollout engine."""
+
+    max_turns: int = 30
+    """Assistant turns per episode (tool calls, messages and malformed outputs all count)."""
+    max_new_tokens: int = 256
+    """Tokens one assistant turn may generate before it is cut (an end-of-turn is forced)."""
+    max_total_tokens: int = 8192
+    """Token budget of a whole episode, prompt included; the episode ends when it is hit."""
+    temperature: float = 1.0
+    """Sampling temperature; 0 means greedy."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    compact_threshold: float = 0.35
+    """Squeeze cache holes out once they are this share of the cache."""
+    share_prefix_min: int = 8
+    """Prefill a common prompt prefix once for all episodes if it is at least this long."""
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1 or self.max_new_tokens < 1:
+            raise ValueError("rollout.max_turns and rollout.max_new_tokens must be >= 1")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"rollout.top_p must be in (0, 1], got {self.top_p}")
+        if self.temperature < 0:
+            raise ValueError(f"rollout.temperature must be >= 0, got {self.temperature}")
+
+
+@dataclass
+class EpisodeSpec:
+    """One episode to run: its environment and its place in the GRPO group."""
+
+    env: EpisodeEnv
+    task_id: str
+    group_id: str
+    sample_index: int = 0
+
+
+@dataclass
+class _Live:
+    """Book-keeping of one running episode."""
+
+    spec: EpisodeSpec
+    messages: list[dict[str, Any]]
+    traj: Trajectory
+    pending: list[int] = field(default_factory=list)
+    generated: list[int] = field(default_factory=list)
+    generated_logprobs: list[float] = field(default_factory=list)
+    done: bool = False
+
+
+@dataclass
+class RolloutStats:
+    """Timings and counts of one ``RolloutEngine.run`` call."""
+
+    episodes: int = 0
+    rounds: int = 0
+    policy_tokens: int = 0
+    prefill_tokens: int = 0
+    generate_seconds: float = 0.0
+    env_seconds: float = 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.policy_tokens / max(self.generate_seconds + self.env_seconds, 1e-9)
+
+
+class RolloutEngine:
+    """Runs batches of episodes with one model; see the module docstring."""
+
+    def __init__(self, model: torch.nn.Module, chat: ChatFormat, config: RolloutConfig):
+        self.model = model
+        self.chat = chat
+        self.config = config
+        self.eos_ids = set(chat.eos_token_ids)
+        self.last_stats = RolloutStats()
+
+    @torch.inference_mode()
+    def run(self, specs: list[EpisodeSpec], seed: int = 0) -> list[Trajectory]:
+        """Run every episode to its end; returns trajectories in the order of ``specs``."""
+        stats = self.last_stats = RolloutStats(episodes=len(specs))
+        generator = torch.Generator(device="cpu").manual_seed(seed)
+        was_training = self.model.training
+        self.model.eval()
+        live = [self._start(spec) for spec in specs]
+        rows = [ep for ep in live if not ep.done]
+        cache = self._prefill_shared_prefix(rows)
+        while rows:
+            stats.rounds += 1
+            t0 = time.perf_counter()
+            self._generate_turn(rows, cache, generator)
+            t1 = time.perf_counter()
+            for ep in rows:
+                self._apply_turn(ep)
+            stats.generate_seconds += t1 - t0
+            stats.env_seconds += time.perf_counter() - t1
+            keep = [i for i, ep in enumerate(rows) if not ep.done]
+            if len(keep) < len(rows) and keep:
+                cache.select_rows(torch.tensor(keep, dtype=torch.long))
+            rows = [rows[i] for i in keep]
+            if rows and cache.hole_fraction() > self.config.compact_threshold:
+                cache.compact()
+        stats.policy_tokens = sum(ep.traj.num_response_tokens for ep in live)
+        self.model.train(was_training)
+        return [ep.traj for ep in live]
+
+    # -- episode start -------------------------------------------------------------
+    def _start(self, spec: EpisodeSpec) -> _Live:
+        first_user_message = spec.env.reset()
+        messages = [
+            {"role": "system", "content": self.chat.system_prompt},
+            {"role": "user", "content": first_user_message},
+        ]
+        prompt = self.chat.encode_prompt(messages)
+        traj = Trajectory(task_id=spec.task_id, group_id=spec.group_id, sample_index=spec.sample_index)
+        traj.token_ids = list(prompt)
+        traj.response_mask = [0] * len(prompt)
+        traj.logprobs = [0.0] * len(prompt)
+        ep = _Live(spec=spec, messages=messages, traj=traj, pending=list(prompt))
+        if len(prompt) + 2 > self.config.max_total_tokens:
+            self._finish(ep, spec.env.finish("token_budget"))
+        return ep
+
+    def _prefill_shared_prefix(self, rows: list[_Live]) -> GrowableCache:
+        """Prefill the longest prompt prefix all episodes share once, then broadcast it."""
+        if not rows:
+            return GrowableCache(0)
+        shared = _common_prefix_length([ep.pending for ep in rows])
+        shared = min(shared, min(len(ep.pending) for ep in rows) - 1)  # keep >= 1 token per row
+        if len(rows) < 2 or shared < self.config.share_prefix_min:
+            return GrowableCache(len(rows))
+        cache = GrowableCache(1)
+        forward_chunk(self.model, cache, [rows[0].pending[:shared]], self.chat.pad_token_id)
+        cache.repeat_rows(len(rows))
+        self.last_stats.prefill_tokens += shared
+        for ep in rows:
+            ep.pending = ep.pending[shared:]
+        return cache
+
+    # -- one batched assistant turn --------------------------------------------------
+    def _generate_turn(self, rows: list[_Live], cache: GrowableCache, generator: torch.Generator) -> None:
+        cfg = self.config
+        budgets = []
+        for ep in rows:
+            room = cfg.max_total_tokens - len(ep.traj.token_ids) - 1  # keep a slot for a forced end-of-turn
+            budgets.append(max(1, min(cfg.max_new_tokens, room)))
+            ep.generated, ep.generated_logprobs = [], []
+        self.last_stats.prefill_tokens += sum(len(ep.pending) for ep in rows)
+        logits = forward_chunk(self.model, cache, [ep.pending for ep in rows], self.chat.pad_token_id)
+        active = [True] * len(rows)
+        while True:
+            tokens, logprobs = sample_tokens(logits, cfg.temperature, cfg.top_p, generator)
+            tokens_list, logprobs_list = tokens.tolist(), logprobs.tolist()
+            feed: list[list[int]] = []
+            for i, ep in enumerate(rows):
+                if not active[i]:
+                    feed.append([])
+                    continue
+                ep.generated.append(tokens_list[i])
+                ep.generated_logprobs.append(logprobs_list[i])
+                if tokens_list[i] in self.eos_ids or len(ep.generated) >= budgets[i]:
+                    active[i] = False
+                    feed.append([])
+                else:
+                    feed.append([tokens_list[i]])
+            if not any(active):
+                break
+            logits = forward_chunk(self.model, cache, feed, self.chat.pad_token_id)
+
+    # -- environment side -------------------------------------------------------------
+    def _apply_turn(self, ep: _Live) -> None:
+        traj, cfg = ep.traj, self.config
+        start = len(traj.token_ids)
+        traj.token_ids += ep.generated
+        traj.response_mask += [1] * len(ep.generated)
+        traj.logprobs += ep.generated_logprobs
+        # the last sampled token has not been through the model yet: it leads the next chunk
+        ep.pending = [ep.generated[-1]]
+        ended_cleanly = ep.generated[-1] in self.eos_ids
+        body = ep.generated[:-1] if ended_cleanly else ep.generated
+        if not ended_cleanly:  # cut at max_new_tokens: close the turn for the template
+            forced = self.chat.eos_token_ids[0]
+            traj.token_ids.append(forced)
+            traj.response_mask.append(0)
+            traj.logprobs.append(0.0)
+            ep.pending.append(forced)
+        text = self.chat.decode(body)
+        step, result = self._act(ep, text)
+        traj.steps.append(step)
+        traj.turns.append(Turn(start=start, end=start + len(ep.generated), step=step))
+        ep.messages.append({"role": "assistant", "content": text})
+        if result is not None and result.done:
+            self._finish(ep, result)
+            return
+        if len(traj.turns) >= cfg.max_turns:
+            self._finish(ep, ep.spec.env.finish("max_turns"))
+            return
+        new_message = {"role": "user" if step.kind == "respond" else "tool", "content": step.observation}
+        delta = self.chat.encode_delta(ep.messages, [new_message])
+        ep.messages.append(new_message)
+        if len(traj.token_ids) + len(delta) + 2 > cfg.max_total_tokens:  # no room for one more token
+            self._finish(ep, ep.spec.env.finish("token_budget"))
+            return
+        traj.token_ids += delta
+        traj.response_mask += [0] * len(delta)
+        traj.logprobs += [0.0] * len(delta)
+        ep.pending += delta
+
+    def _act(self, ep: _Live, text: str) -> tuple[Step, StepResult | None]:
+        """Parse the turn and send it to the environment; malformed turns never reach it."""
+        parsed = parse_assistant(text, self.chat.tool_names)
+        if parsed.kind == "invalid":
+            observation = f"Error: {parsed.error}"
+            return Step("invalid", "invalid", {}, observation, text=text, error=True), None
+        if parsed.kind == "respond":
+            result = ep.spec.env.step(Action.respond(parsed.text))
+            step = Step("respond", "respond", {"content": parsed.text}, result.observation, text=parsed.text)
+            return step, result
+        result = ep.spec.env.step(Action(parsed.name, parsed.arguments))
+        error = result.observation.startswith("Error")
+        step = Step("tool", parsed.name, parsed.arguments, result.observation, text=parsed.text, error=error)
+        return step, result
+
+    def _finish(self, ep: _Live, result: StepResult) -> None:
+        ep.done = True
+        traj = ep.traj
+        traj.outcome_reward = float(result.reward)
+        traj.termination = result.info.get("termination", "user_stop")
+        traj.info.update({k: v for k, v in result.info.items() if k != "termination"})
+        traj.messages = self.chat.openai_messages(ep.messages)
+
+
+def _common_prefix_length(sequences: list[list[int]]) -> int:
+    if not sequences:
+        return 0
+    first, n = sequences[0], min(len(s) for s in sequences)
+    for i in range(n):
+        token = first[i]
+        if any(s[i] != token for s in sequences):
+            return i
+    return n
