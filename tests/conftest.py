@@ -8,6 +8,12 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one intra-op thread per xdist worker: two workers on two cores, no oversubscription
+    import torch
+
+    torch.set_num_threads(1)
+
 
 def find_tau_bench_dir() -> Path | None:
     """τ-bench data is never copied into the project: it is read from shared/."""
@@ -33,3 +39,27 @@ def tau_bench_dir() -> Path:
             "../shared/tau_bench_airline next to the repository"
         )
     return TAU_BENCH_DIR
+
+
+@pytest.fixture(scope="session")
+def tiny_policy_dir(tmp_path_factory) -> Path:
+    """The tiny preset, built once per test session (random init, domain tokenizer, compact prompt).
+
+    Shared by pytest-xdist workers through a lock in the common base temp directory.
+    """
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if base.name.startswith("popen-gw") else base  # xdist workers share the parent
+    target = root / "tiny_policy"
+    with FileLock(str(root / "tiny_policy.lock")):
+        if not (target / "agentgrpo.json").is_file():
+            from agentgrpo.envs.airline.factory import build_env
+            from helpers import small_env_config
+            from agentgrpo.policy.hf import build_policy
+            from agentgrpo.policy.tokenizer import domain_corpus
+
+            bundle = build_env(small_env_config())
+            build_policy("tiny", domain_corpus(bundle.domain), target, seed=0,
+                         agent_config={"prompt_style": "compact"})
+    return target

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from agentgrpo.agent.chat import build_system_prompt
@@ -63,6 +63,12 @@ Schemas passed as ``tools=`` are ignored: ``ChatFormat`` puts them in the system
 
 _MARKERS = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS + TOOL_TOKENS))
 
+PRE_TOKENIZER_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?[\p{L}\p{N}_]+| ?[^\s\p{L}\p{N}_]+|\s+(?!\S)|\s+"""
+"""GPT-2's split, except that letters, digits and underscores form one word. Identifiers
+(``get_user_details``, ``credit_card_9201427``, ``HAT011``) can then become single tokens:
+transcripts get ~17% shorter and copying an id from an observation is one token, which a
+few-million-parameter policy learns far more easily than a five-piece copy."""
+
 
 def _pieces_without_markers(texts: Iterable[str]) -> Iterator[str]:
     """Split texts at the marker tokens, so BPE learns no merges across or inside them."""
@@ -90,7 +96,10 @@ def train_tokenizer(
             f"vocab_size must be at least {_MIN_VOCAB} (256 bytes + markers), got {vocab_size}"
         )
     backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    backend.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRE_TOKENIZER_PATTERN), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size - len(TOOL_TOKENS),

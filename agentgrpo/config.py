@@ -1,0 +1,176 @@
+"""Layered YAML configuration over typed dataclasses.
+
+A job's settings are a dataclass tree (the schema: defaults, types, ``Literal``
+choices, one docstring per field, cross-field checks in ``__post_init__``). On top of
+the defaults we merge, in order: the job's packaged YAML (``configs/grpo.yaml``), an
+experiment file (``experiment=joint`` → ``configs/experiment/joint.yaml``), a user YAML
+file (``--config path``), and ``key=value`` overrides from the command line
+(Hydra/OmegaConf syntax). OmegaConf parses and merges the layers; the conversion to
+the dataclasses is ours, so unknown keys, wrong types and bad choices fail at start
+with a message naming the key, on every OmegaConf version (veRL's Hydra pins 2.3,
+which has no ``Literal`` support).
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union
+
+from omegaconf import DictConfig, OmegaConf
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A bad configuration: the message names the offending key and what to do."""
+
+
+def available_experiments(config_dir: Path = CONFIG_DIR) -> list[str]:
+    return sorted(p.stem for p in (config_dir / "experiment").glob("*.yaml"))
+
+
+def load_config(
+    schema: type[T],
+    overrides: list[str] | None = None,
+    *,
+    defaults: str | Path | None = None,
+    config_file: str | Path | None = None,
+    config_dir: Path = CONFIG_DIR,
+) -> T:
+    """Build a validated ``schema`` instance from YAML layers and ``key=value`` overrides.
+
+    ``experiment=NAME`` in ``overrides`` selects ``config_dir/experiment/NAME.yaml``
+    (applied after ``defaults``, before the file and the other overrides).
+    """
+    experiment, rest = None, []
+    for item in overrides or []:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form key=value")
+        key, value = item.split("=", 1)
+        if key.strip().lstrip("+") == "experiment":
+            experiment = value.strip()
+        else:
+            rest.append(item.lstrip("+"))
+    layers: list[DictConfig] = []
+    if defaults is not None:
+        path = Path(defaults)
+        layers.append(_load_yaml(path if path.is_absolute() else config_dir / path))
+    if experiment:
+        path = config_dir / "experiment" / f"{experiment}.yaml"
+        if not path.is_file():
+            raise ConfigError(f"experiment={experiment!r} is unknown; choose one of {available_experiments(config_dir)}")
+        layers.append(_load_yaml(path))
+        layers.append(OmegaConf.create({"experiment": experiment}))
+    if config_file is not None:
+        layers.append(_load_yaml(Path(config_file)))
+    try:
+        layers.append(OmegaConf.from_dotlist(rest))
+    except Exception as e:  # unparsable override value
+        raise ConfigError(f"cannot parse overrides {rest}: {e}") from None
+    merged = OmegaConf.to_container(OmegaConf.merge(*layers), resolve=True) if layers else {}
+    return from_dict(schema, merged)
+
+
+def from_dict(schema: type[T], data: dict[str, Any], prefix: str = "") -> T:
+    """Instantiate dataclass ``schema`` from plain data, checking keys and types."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'config'} must be a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(schema)
+    known = {f.name: f for f in dataclasses.fields(schema) if f.init}
+    for key in data:
+        if key not in known:
+            raise ConfigError(f"unknown config key {prefix + str(key)!r}; valid keys here: {sorted(known)}")
+    kwargs = {key: _convert(hints[key], value, prefix + key) for key, value in data.items()}
+    try:
+        return schema(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as e:  # __post_init__ checks name their keys
+        raise ConfigError(str(e)) from None
+
+
+def _convert(hint: Any, value: Any, key: str) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _convert(option, value, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: {value!r} fits none of {args}")
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{key}: invalid value {value!r}, expected one of {list(args)}")
+        return value
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, key + ".")
+    if origin in (list, tuple) or hint in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise ConfigError(f"{key}: expected {len(args)} values, got {len(value)}")
+            return tuple(_convert(a, v, f"{key}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        item = args[0] if args else Any
+        items = [_convert(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return dict(value)
+    return _convert_scalar(hint, value, key)
+
+
+def _convert_scalar(hint: Any, value: Any, key: str) -> Any:
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+    else:
+        raise ConfigError(f"{key}: unsupported type {hint!r} in the config schema")
+    raise ConfigError(f"{key}: expected {hint.__name__}, got {value!r} ({type(value).__name__})")
+
+
+def _load_yaml(path: Path) -> DictConfig:
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        loaded = OmegaConf.load(path)
+    except Exception as e:  # YAML syntax errors
+        raise ConfigError(f"cannot parse {path}: {e}") from None
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(f"{path} must hold a mapping at the top level")
+    return loaded
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """The resolved config as plain data (written at start and stored in checkpoints)."""
+    return _plain(dataclasses.asdict(config)) if dataclasses.is_dataclass(config) else dict(config)
+
+
+def to_yaml(config: Any) -> str:
+    return OmegaConf.to_yaml(OmegaConf.create(to_dict(config)))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,305 @@
+"""The GRPO trainer for multi-turn tool agents (every variant of DESIGN.md §1).
+
+One step reads top to bottom in ``GRPOTrainer.train``: sample tasks → roll out a group
+of G trajectories per task → score them (outcome, plus PRM-Lite when
+``reward.process_coef > 0``) → advantages and token weights (a named estimator from
+``agentgrpo.algos``) → old/reference log-probs → ``ppo_epochs`` × mini-batches of
+updates on ``L_pg + β_kl·KL + λ·L_LLDS`` → log → validate / checkpoint. The variant
+is entirely in the config; nothing here branches on it.
+
+Everything random is derived from ``(seed, step)`` (task order, user simulators,
+sampling, mini-batch shuffles), so a run resumed from a checkpoint repeats exactly
+what the uninterrupted run would have done.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentgrpo.agent.chat import ChatFormat
+from agentgrpo.agent.types import Trajectory
+from agentgrpo.algos import agg_loss, get_advantage_estimator, group_advantages, kl_penalty, llds_loss, policy_loss
+from agentgrpo.config import to_dict, to_yaml
+from agentgrpo.envs.airline.factory import EnvBundle, build_env, make_env
+from agentgrpo.policy.forward import PolicyForward
+from agentgrpo.policy.hf import load_policy, read_agent_config, save_policy
+from agentgrpo.rewards.prm_lite import PRMLite
+from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
+from agentgrpo.train.batch import RolloutBatch, collate
+from agentgrpo.train.checkpoint import latest_checkpoint, load_trainer_state, restore_training_state, save_checkpoint
+from agentgrpo.train.grpo_config import GRPOConfig
+from agentgrpo.train.optim import make_optimizer, make_scheduler
+from agentgrpo.train.progress import progress_bar
+from agentgrpo.train.rollout_metrics import rollout_metrics
+from agentgrpo.train.tracking import make_tracker
+
+
+def derive_seed(*parts: Any) -> int:
+    """A stable 63-bit seed from parts (Python's hash() is salted per process)."""
+    return random.Random(":".join(map(str, parts))).getrandbits(63)
+
+
+class TaskSchedule:
+    """Which tasks step s trains on: epoch-wise seeded permutations, a pure function of s."""
+
+    def __init__(self, tasks: list, tasks_per_step: int, seed: int):
+        if not tasks:
+            raise ValueError("no training tasks: check trainer.task_splits and env.splits")
+        self.tasks, self.k, self.seed = tasks, tasks_per_step, seed
+
+    def for_step(self, step: int) -> list:
+        n = len(self.tasks)
+        picked = []
+        for position in range(step * self.k, (step + 1) * self.k):
+            epoch, index = divmod(position, n)
+            order = list(range(n))
+            random.Random(derive_seed("tasks", self.seed, epoch)).shuffle(order)
+            picked.append(self.tasks[order[index]])
+        return picked
+
+
+@dataclass
+class StepOutput:
+    trajectories: list[Trajectory]
+    metrics: dict[str, float]
+
+
+class GRPOTrainer:
+    """Holds the model, optimizer, environment and engine; ``train()`` runs the loop."""
+
+    def __init__(self, config: GRPOConfig, resume: bool = False):
+        self.config = cfg = config
+        self.run_dir = Path(cfg.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.bundle: EnvBundle = build_env(cfg.env)
+        self.train_tasks = self.bundle.tasks(cfg.trainer.task_splits)
+        self.schedule = TaskSchedule(self.train_tasks, cfg.trainer.tasks_per_step, cfg.seed)
+        dtype = getattr(torch, cfg.policy.dtype)
+        checkpoint = latest_checkpoint(self.run_dir) if resume else None
+        self.model, self.tokenizer = load_policy(checkpoint / "model" if checkpoint else cfg.policy.init, dtype=dtype)
+        self.reference = self._load_reference(dtype)
+        self.agent_config = read_agent_config(cfg.policy.init)
+        self.chat = ChatFormat(self.tokenizer, self.bundle.domain.tool_schemas(), self.bundle.domain.policy,
+                               prompt_style=self.agent_config["prompt_style"])
+        self.engine = RolloutEngine(self.model, self.chat, cfg.rollout)
+        self.forward = PolicyForward(self.model, compile=cfg.trainer.compile)
+        self.reference_forward = PolicyForward(self.reference) if self.reference is not None else None
+        self.prm = PRMLite.from_yaml(cfg.reward.prm_weights) if cfg.reward.prm_weights else PRMLite()
+        self.estimator = get_advantage_estimator(cfg.algo.adv_estimator)
+        t = cfg.trainer
+        updates_per_step = t.ppo_epochs * (t.tasks_per_step * t.group_size // t.mini_batch_size)
+        self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
+        self.scheduler = make_scheduler(self.optimizer, t.steps * updates_per_step, t.warmup_steps, t.lr_schedule)
+        self.start_step = 0
+        if checkpoint is not None:
+            restore_training_state(checkpoint, self.optimizer, self.scheduler)
+            self.start_step = load_trainer_state(checkpoint)["step"]
+        else:
+            (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
+        self.tracker = make_tracker(self.run_dir, cfg.logging.trackers, run_name=cfg.experiment,
+                                    config=to_dict(cfg), resume_from_step=self.start_step if resume else None)
+
+    def _load_reference(self, dtype: torch.dtype) -> torch.nn.Module | None:
+        """The frozen initial policy for the KL term (skipped when β_kl = 0)."""
+        if self.config.algo.kl_coef == 0:
+            return None
+        reference, _ = load_policy(self.config.policy.init, dtype=dtype)
+        reference.requires_grad_(False)
+        return reference.eval()
+
+    # ---------------------------------------------------------------------------- loop
+    def train(self) -> Path:
+        """Run the remaining steps; returns the final checkpoint's model directory."""
+        cfg, t = self.config, self.config.trainer
+        with progress_bar(t.steps, f"grpo[{cfg.experiment}]", cfg.logging.progress, self.start_step) as bar:
+            for step in range(self.start_step, t.steps):
+                timings: dict[str, float] = {}
+                clock = time.perf_counter()
+                trajectories = self.collect_rollouts(step)
+                timings["perf/rollout_s"] = time.perf_counter() - clock
+
+                clock = time.perf_counter()
+                self.score(trajectories)
+                batch, adv_metrics = self.compute_advantages(trajectories)
+                timings["perf/score_s"] = time.perf_counter() - clock
+
+                clock = time.perf_counter()
+                self.compute_old_logprobs(batch)
+                timings["perf/old_logprob_s"] = time.perf_counter() - clock
+
+                clock = time.perf_counter()
+                update_metrics = self.update(batch, step)
+                timings["perf/update_s"] = time.perf_counter() - clock
+
+                metrics = {**rollout_metrics(trajectories), **adv_metrics, **update_metrics, **timings}
+                if t.lld_diagnostic:
+                    metrics.update(self.lld_rate(batch))
+                metrics["perf/step_s"] = sum(timings.values())
+                metrics["perf/engine_tokens_per_s"] = self.engine.last_stats.tokens_per_second
+                if t.val_every and (step + 1) % t.val_every == 0:
+                    metrics.update(self.validate(step))
+                self.tracker.log(metrics, step + 1)
+                bar.update(1, reward=f"{metrics['reward/outcome_mean']:.2f}",
+                           sat=f"{metrics.get('algo/saturated_group_frac', 0):.2f}")
+                if t.save_every and (step + 1) % t.save_every == 0 and step + 1 < t.steps:
+                    self.save(step + 1)
+        self.save(t.steps)
+        self.tracker.close()
+        final = save_policy(self.model, self.tokenizer, self.run_dir / "final", self.agent_config)
+        return final
+
+    # -------------------------------------------------------------------------- phases
+    def collect_rollouts(self, step: int) -> list[Trajectory]:
+        """G episodes for each of the step's tasks, all rolled out together."""
+        cfg = self.config
+        specs = []
+        for task_index, task in enumerate(self.schedule.for_step(step)):
+            group_id = f"{step}:{task_index}:{task.task_id}"
+            for sample in range(cfg.trainer.group_size):
+                user_seed = derive_seed("user", cfg.seed, step, task_index, sample)
+                env = make_env(self.bundle, task, cfg.env, user_seed=user_seed, max_steps=cfg.rollout.max_turns)
+                specs.append(EpisodeSpec(env, task.task_id, group_id, sample))
+        return self.engine.run(specs, seed=derive_seed("rollout", cfg.seed, step))
+
+    def score(self, trajectories: list[Trajectory]) -> None:
+        """Reward = outcome + process_coef · PRM-Lite process score; per-turn scores kept."""
+        coef = self.config.reward.process_coef
+        for traj in trajectories:
+            result = self.prm.score_trajectory(traj)
+            traj.process_score = result.process_score
+            traj.turn_process_scores = list(result.step_scores)
+            traj.info["total_reward"] = result.reward(traj.outcome_reward, coef=coef)
+            traj.info["prm_fired"] = result.rule_counts()
+
+    def compute_advantages(self, trajectories: list[Trajectory]) -> tuple[RolloutBatch, dict[str, float]]:
+        algo = self.config.algo
+        batch = collate(trajectories, self.chat.pad_token_id)
+        batch.advantages, metrics = self.estimator(
+            batch.scores, batch.group_ids, batch.response_mask,
+            norm_by_std=algo.norm_by_std, turn_discount_alpha=algo.turn_discount_alpha,
+            turn_credit=batch.turn_scores, turn_credit_mask=batch.turn_mask,
+            turn_credit_coef=algo.turn_credit_coef,
+        )
+        batch.seq_advantages = group_advantages(batch.scores, batch.group_ids, norm_by_std=algo.norm_by_std)
+        return batch, metrics
+
+    @torch.no_grad()
+    def compute_old_logprobs(self, batch: RolloutBatch) -> None:
+        """Behaviour-policy (and reference) log-probs: recomputed, or the sampler's (bypass)."""
+        recompute = self.config.trainer.old_logprobs == "recompute"
+        olds, refs = [], []
+        for rows in self._chunks(batch.size, self.config.trainer.micro_batch_size):
+            part = batch.select(rows)
+            if recompute:
+                olds.append(self._logprobs(self.forward, part, batch.input_ids.shape[1]))
+            if self.reference_forward is not None:
+                refs.append(self._logprobs(self.reference_forward, part, batch.input_ids.shape[1]))
+        batch.old_logprobs = torch.cat(olds) if recompute else batch.rollout_logprobs * batch.response_mask
+        batch.ref_logprobs = torch.cat(refs) if refs else None
+
+    def update(self, batch: RolloutBatch, step: int) -> dict[str, float]:
+        """``ppo_epochs`` passes of mini-batch updates; returns averaged loss metrics."""
+        t = self.config.trainer
+        generator = torch.Generator().manual_seed(derive_seed("shuffle", self.config.seed, step))
+        self.model.train()
+        sums: dict[str, float] = {}
+        updates = 0
+        for _ in range(t.ppo_epochs):
+            for rows in torch.randperm(batch.size, generator=generator).split(t.mini_batch_size):
+                for key, value in self._mini_batch_update(batch.select(rows)).items():
+                    sums[key] = sums.get(key, 0.0) + value
+                updates += 1
+        self.model.eval()
+        return {key: value / max(updates, 1) for key, value in sums.items()}
+
+    def _mini_batch_update(self, mini: RolloutBatch) -> dict[str, float]:
+        algo, t = self.config.algo, self.config.trainer
+        # global denominators: micro-batches add up to exactly the mini-batch's gradient
+        num_tokens = mini.response_mask.sum()
+        preserve_tokens = (mini.response_mask * (mini.seq_advantages >= 0).float()[:, None]).sum()
+        denominators = {"num_tokens": num_tokens, "num_seqs": mini.size}
+        metrics: dict[str, float] = {}
+        self.optimizer.zero_grad(set_to_none=True)
+        for rows in self._chunks(mini.size, t.micro_batch_size):
+            micro = mini.select(rows)
+            share = len(rows) / mini.size
+            scores = self.forward.token_logprobs(micro.input_ids, micro.attention_mask, micro.response_mask,
+                                                 temperature=self._temperature, with_entropy=True,
+                                                 entropy_grad=algo.entropy_coef > 0)
+            logp = scores.logprobs
+            pg, pg_metrics = policy_loss(logp, micro.old_logprobs, micro.advantages, micro.response_mask,
+                                         clip_low=algo.clip_low, clip_high=algo.clip_high, agg=algo.loss_agg,
+                                         importance=algo.importance, **denominators)
+            llds, llds_metrics = llds_loss(logp, micro.old_logprobs, micro.seq_advantages, micro.response_mask,
+                                           gate=algo.llds_gate, num_tokens=preserve_tokens)
+            entropy = agg_loss(scores.entropy, micro.response_mask, "token-mean", num_tokens=num_tokens)
+            loss = pg + algo.llds_coef * llds - algo.entropy_coef * entropy
+            parts = {"loss/pg": pg.item(), "loss/llds": llds.item(), "actor/entropy": entropy.item()}
+            if micro.ref_logprobs is not None:
+                kl = agg_loss(kl_penalty(logp, micro.ref_logprobs, kind=algo.kl_kind), micro.response_mask,
+                              "token-mean", num_tokens=num_tokens)
+                loss = loss + algo.kl_coef * kl
+                parts["loss/kl"] = kl.item()
+            loss.backward()
+            parts["loss/total"] = loss.item()
+            for key, value in parts.items():  # already globally normalised: sum over micro-batches
+                metrics[key] = metrics.get(key, 0.0) + value
+            for key, value in {**pg_metrics, **llds_metrics}.items():  # per-micro ratios: weight by rows
+                name = key if "/" in key else f"actor/{key}"
+                metrics[name] = metrics.get(name, 0.0) + share * float(value)
+        metrics["actor/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.max_grad_norm))
+        self.optimizer.step()
+        self.scheduler.step()
+        metrics["actor/lr"] = self.scheduler.get_last_lr()[0]
+        return metrics
+
+    @torch.no_grad()
+    def lld_rate(self, batch: RolloutBatch) -> dict[str, float]:
+        """Share of preserve-set actions whose log-likelihood fell over this step's updates."""
+        news = [self._logprobs(self.forward, batch.select(rows), batch.input_ids.shape[1])
+                for rows in self._chunks(batch.size, self.config.trainer.micro_batch_size)]
+        _, metrics = llds_loss(torch.cat(news), batch.old_logprobs, batch.seq_advantages, batch.response_mask)
+        return {"diag/lld_rate": float(metrics["lld/action_rate"])}
+
+    def validate(self, step: int) -> dict[str, float]:
+        """pass^1 on a fixed slice of the training tasks (the seed's "val reward")."""
+        cfg = self.config
+        tasks = self.train_tasks[: cfg.trainer.val_tasks]
+        specs = [EpisodeSpec(make_env(self.bundle, task, cfg.env, user_seed=derive_seed("val", cfg.seed, i),
+                                      max_steps=cfg.rollout.max_turns), task.task_id, f"val:{i}")
+                 for i, task in enumerate(tasks)]
+        engine = RolloutEngine(self.model, self.chat, dataclasses.replace(cfg.rollout, temperature=cfg.trainer.val_temperature))
+        trajectories = engine.run(specs, seed=derive_seed("val", cfg.seed, step))
+        return {"val/pass1": statistics.fmean(t.outcome_reward for t in trajectories) if trajectories else 0.0}
+
+    def save(self, step: int) -> Path:
+        state = {"config": to_dict(self.config), "experiment": self.config.experiment}
+        return save_checkpoint(self.run_dir, step, self.model, self.tokenizer, self.optimizer, self.scheduler,
+                               state, keep_last=self.config.trainer.keep_last, agent_config=self.agent_config)
+
+    # ------------------------------------------------------------------------- helpers
+    @property
+    def _temperature(self) -> float:
+        temperature = self.config.rollout.temperature
+        return temperature if temperature > 0 else 1.0
+
+    def _logprobs(self, forward: PolicyForward, part: RolloutBatch, width: int) -> torch.Tensor:
+        logp = forward.token_logprobs(part.input_ids, part.attention_mask, part.response_mask,
+                                     temperature=self._temperature).logprobs
+        return torch.nn.functional.pad(logp, (0, width - logp.shape[1]))
+
+    @staticmethod
+    def _chunks(size: int, chunk: int) -> list[list[int]]:
+        return [list(range(start, min(start + chunk, size))) for start in range(0, size, chunk)]
+
+
+def train_grpo(config: GRPOConfig, resume: bool = False) -> Path:
+    """Run GRPO with ``config``; returns the final model directory."""
+    return GRPOTrainer(config, resume=resume).train()

@@ -1,0 +1,237 @@
+"""SFT warm-up on teacher transcripts, with Render-Twice-Diff loss masking.
+
+The teacher is the oracle agent talking to the scripted user on the covered_seen tasks
+(several episodes per task, each with a differently seeded user, so the policy sees
+varied phrasing). Each transcript is rendered through the policy's chat template and
+only the assistant turns are labelled (``agentgrpo.agent.masking``). The loss is the
+mean negative log-likelihood over all labelled tokens of an optimizer batch, however
+it is split into micro-batches. Every sequence starts with the same system prompt, so
+the forward pass computes it once per micro-batch (``agentgrpo.policy.forward``).
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import torch
+
+from agentgrpo.agent.chat import ChatFormat
+from agentgrpo.agent.format import message_text, openai_assistant_text
+from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_examples
+from agentgrpo.config import to_dict, to_yaml
+from agentgrpo.envs.airline.factory import EnvBundle, EnvConfig, build_env, make_env
+from agentgrpo.envs.airline.environment import run_episode
+from agentgrpo.envs.airline.oracle import OracleAgent
+from agentgrpo.policy.forward import PolicyForward
+from agentgrpo.policy.hf import build_policy, load_policy, save_policy
+from agentgrpo.policy.presets import PRESETS
+from agentgrpo.policy.tokenizer import domain_corpus
+from agentgrpo.train.optim import make_optimizer, make_scheduler
+from agentgrpo.train.progress import progress_bar
+from agentgrpo.train.tracking import make_tracker
+
+
+@dataclass
+class SFTDataConfig:
+    splits: list[str] = field(default_factory=lambda: ["covered_seen"])
+    """Splits whose tasks get teacher demonstrations (the seed: covered_seen)."""
+    demos_per_task: int = 8
+    """Oracle episodes per task, each with a differently seeded scripted user."""
+    max_length: int = 6144
+    """Longest training sequence in tokens (longer transcripts are cut from the end)."""
+
+    def __post_init__(self) -> None:
+        if self.demos_per_task < 1:
+            raise ValueError("data.demos_per_task must be >= 1")
+
+
+@dataclass
+class SFTTrainerConfig:
+    epochs: int = 12
+    batch_size: int = 16
+    """Sequences per optimizer step."""
+    micro_batch_size: int = 8
+    """Sequences per forward/backward."""
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.05
+    warmup_ratio: float = 0.05
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    compile: bool = False
+    """torch.compile the decoder (a one-off compile of ~1 minute; pays off for long runs and larger models)."""
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.micro_batch_size < 1 or self.batch_size % self.micro_batch_size:
+            raise ValueError("trainer.micro_batch_size must divide trainer.batch_size")
+        if self.epochs < 1:
+            raise ValueError("trainer.epochs must be >= 1")
+
+
+@dataclass
+class SFTConfig:
+    seed: int = 0
+    run_dir: str = "runs/sft"
+    policy: str = "tiny"
+    """A built preset (tiny, small: tokenizer trained on domain text, random init) or a checkpoint."""
+    prompt_style: Optional[Literal["full", "compact"]] = None
+    """System prompt: full (policy + JSON schemas) or compact; None = compact for built presets."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    data: SFTDataConfig = field(default_factory=SFTDataConfig)
+    trainer: SFTTrainerConfig = field(default_factory=SFTTrainerConfig)
+    trackers: list[str] = field(default_factory=list)
+    progress: bool = True
+
+
+@dataclass
+class Demonstration:
+    task_id: str
+    user_seed: int
+    reward: float
+    messages: list[dict[str, Any]]
+
+
+def collect_demonstrations(bundle: EnvBundle, config: EnvConfig, splits: list[str], per_task: int,
+                           seed: int) -> list[Demonstration]:
+    """Oracle transcripts with the scripted user; failed episodes are dropped."""
+    demos = []
+    for task in bundle.tasks(splits):
+        for k in range(per_task):
+            user_seed = seed * 1000 + k
+            env = make_env(bundle, task, config, user_seed=user_seed)
+            result = run_episode(env, OracleAgent(bundle.domain, task))
+            if result.reward == 1.0:
+                demos.append(Demonstration(task.task_id, user_seed, result.reward, result.messages))
+    return demos
+
+
+def transcript_text(messages: list[dict[str, Any]]) -> str:
+    """Plain text of a transcript as the policy sees it (tokenizer training corpus)."""
+    return "\n".join(
+        openai_assistant_text(m) if m["role"] == "assistant" else message_text(m.get("content"))
+        for m in messages
+        if m["role"] != "system"
+    )
+
+
+def resolve_prompt_style(config: SFTConfig) -> str:
+    if config.prompt_style is not None:
+        return config.prompt_style
+    preset = PRESETS.get(config.policy)
+    return "compact" if preset is not None and preset.kind == "built" else "full"
+
+
+def prepare_policy(config: SFTConfig, bundle: EnvBundle, demos: list[Demonstration],
+                   agent_config: dict[str, Any]) -> tuple[Any, Any]:
+    """Build a preset (tokenizer trained on the domain text + teacher transcripts) or load a checkpoint."""
+    preset = PRESETS.get(config.policy)
+    if preset is not None and preset.kind == "built":
+        corpus = domain_corpus(bundle.domain, extra_texts=[transcript_text(d.messages) for d in demos])
+        return build_policy(config.policy, corpus, Path(config.run_dir) / "init", seed=config.seed,
+                            agent_config=agent_config)
+    return load_policy(config.policy)
+
+
+def policy_view(chat: ChatFormat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A recorded transcript as the policy sees it: our system prompt, then the chat messages."""
+    rest = messages[1:] if messages and messages[0]["role"] == "system" else messages
+    return [{"role": "system", "content": chat.system_prompt}, *chat.chat_messages(rest)]
+
+
+def collate_examples(examples: list[SFTExample], pad_token_id: int) -> tuple[torch.Tensor, ...]:
+    """(input_ids, attention_mask, label_mask), each (B, T), right-padded."""
+    width = max(len(e.input_ids) for e in examples)
+    input_ids = torch.full((len(examples), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros(len(examples), width, dtype=torch.long)
+    label_mask = torch.zeros(len(examples), width, dtype=torch.float32)
+    for row, example in enumerate(examples):
+        n = len(example.input_ids)
+        input_ids[row, :n] = torch.tensor(example.input_ids)
+        attention_mask[row, :n] = 1
+        label_mask[row, :n] = torch.tensor([float(label != IGNORE_INDEX) for label in example.labels])
+    return input_ids, attention_mask, label_mask
+
+
+def train_sft(config: SFTConfig) -> Path:
+    """Run SFT; returns the directory of the final checkpoint (``run_dir/final``)."""
+    t_start = time.perf_counter()
+    run_dir = Path(config.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(to_yaml(config))
+    torch.manual_seed(config.seed)
+    bundle = build_env(config.env)
+    demos = collect_demonstrations(bundle, config.env, config.data.splits, config.data.demos_per_task, config.seed)
+    if not demos:
+        raise RuntimeError("the oracle produced no successful demonstrations for the SFT splits")
+    agent_config = {"prompt_style": resolve_prompt_style(config)}
+    model, tokenizer = prepare_policy(config, bundle, demos, agent_config)
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, **agent_config)
+    examples, rejected = build_sft_examples(
+        chat, [policy_view(chat, d.messages) for d in demos], max_length=config.data.max_length
+    )
+    stats = _fit(config, model, examples, chat.pad_token_id, run_dir)
+    final = save_policy(model, tokenizer, run_dir / "final", agent_config)
+    stats.update(
+        demonstrations=len(demos),
+        tasks=len(bundle.tasks(config.data.splits)),
+        rejected_samples=rejected,
+        label_tokens=sum(e.num_label_tokens for e in examples),
+        tokens=sum(len(e.input_ids) for e in examples),
+        wall_seconds=time.perf_counter() - t_start,
+    )
+    (run_dir / "sft_stats.json").write_text(json.dumps(stats, indent=2))
+    return final
+
+
+def _fit(config: SFTConfig, model: torch.nn.Module, examples: list[SFTExample], pad_token_id: int,
+         run_dir: Path) -> dict[str, Any]:
+    cfg = config.trainer
+    steps_per_epoch = -(-len(examples) // cfg.batch_size)
+    total = cfg.epochs * steps_per_epoch
+    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
+    scheduler = make_scheduler(optimizer, total, int(cfg.warmup_ratio * total), "cosine", cfg.min_lr_ratio)
+    tracker = make_tracker(run_dir, config.trackers, run_name=run_dir.name, config=to_dict(config))
+    order_rng = random.Random(config.seed)
+    forward = PolicyForward(model, compile=cfg.compile)
+    model.train()
+    step, loss_value = 0, float("nan")
+    with progress_bar(total, "sft", enabled=config.progress) as bar:
+        for epoch in range(cfg.epochs):
+            order = list(range(len(examples)))
+            order_rng.shuffle(order)
+            for start in range(0, len(order), cfg.batch_size):
+                batch = [examples[i] for i in order[start : start + cfg.batch_size]]
+                t0 = time.perf_counter()
+                loss_value, tokens = _optimizer_step(forward, batch, cfg, pad_token_id)
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                seconds = time.perf_counter() - t0
+                tracker.log({"sft/loss": loss_value, "sft/grad_norm": float(grad_norm),
+                             "sft/lr": scheduler.get_last_lr()[0], "sft/epoch": epoch,
+                             "perf/step_s": seconds, "perf/tokens_per_s": tokens / max(seconds, 1e-9)}, step)
+                bar.update(1, loss=f"{loss_value:.3f}", epoch=epoch)
+    tracker.close()
+    model.eval()
+    return {"optimizer_steps": step, "final_loss": loss_value, "examples": len(examples)}
+
+
+def _optimizer_step(forward: PolicyForward, batch: list[SFTExample], cfg: SFTTrainerConfig,
+                    pad_token_id: int) -> tuple[float, int]:
+    """Accumulate the token-mean NLL of ``batch`` over micro-batches; returns (loss, tokens)."""
+    label_total = sum(e.num_label_tokens for e in batch)
+    loss_sum, tokens = 0.0, 0
+    for start in range(0, len(batch), cfg.micro_batch_size):
+        input_ids, attention_mask, label_mask = collate_examples(batch[start : start + cfg.micro_batch_size],
+                                                                 pad_token_id)
+        scores = forward.token_logprobs(input_ids, attention_mask, label_mask)
+        loss = -scores.logprobs.sum() / max(label_total, 1)
+        loss.backward()
+        loss_sum += loss.item()
+        tokens += int(attention_mask.sum())
+    return loss_sum, tokens
