@@ -1,7 +1,8 @@
 """The ``agentgrpo`` command: one subcommand per job.
 
-Each job module exposes ``register(subparsers)``, which adds its parser and sets
-``func`` (called with the parsed namespace, returns an exit code). Modules are
+Each job module exposes ``register(subparsers)`` (or the function named after a colon in
+``COMMANDS``), which adds its parser and sets ``func`` (called with the parsed namespace,
+returns an exit code). Modules are
 imported lazily per command so ``agentgrpo env ...`` never imports torch.
 """
 from __future__ import annotations
@@ -12,7 +13,12 @@ import sys
 
 # subcommand -> (module that registers it, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "quickstart": ("agentgrpo.quickstart", "the whole pipeline on the embedded default (CPU, offline)"),
     "env": ("agentgrpo.envs.airline.cli", "inspect, play and solve airline tasks"),
+    "sft": ("agentgrpo.train.cli:register_sft", "SFT warm-up on the oracle's transcripts"),
+    "train": ("agentgrpo.train.cli:register_train", "GRPO training with any variant (experiment=...)"),
+    "eval": ("agentgrpo.eval.cli", "pass^k evaluation of a checkpoint, the oracle or an endpoint"),
+    "verl-prepare": ("agentgrpo.integrations.verl.data", "write the airline task parquet files for veRL"),
 }
 
 
@@ -25,9 +31,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"agentgrpo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, help_text) in COMMANDS.items():
+    for name, (target, help_text) in COMMANDS.items():
         if name == only:
-            importlib.import_module(module).register(sub)
+            module, _, function = target.partition(":")
+            getattr(importlib.import_module(module), function or "register")(sub)
         else:  # listed in --help without importing the module
             sub.add_parser(name, help=help_text)
     return parser

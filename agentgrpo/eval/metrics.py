@@ -1,0 +1,62 @@
+"""The seed study's evaluation metrics: pass^k, pass@k, split pass^1, generalization,
+error rate and reasoning depth. Pure Python: no torch, no I/O."""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from math import comb
+
+SEED_SPLIT_WEIGHTS = {"uncovered_seen": 24, "unseen": 10}
+"""The seed's Generalization pass^1 = (24·uncovered_seen + 10·unseen) / 34 (its split sizes)."""
+
+
+def pass_hat_k(successes: Sequence[Sequence[bool]], k: int) -> float:
+    """pass^k (τ-bench): mean over tasks of C(c, k) / C(n, k).
+
+    successes: one inner list of trial outcomes per task (n trials, c successes).
+    The chance that k trials drawn without replacement from a task's n all succeed;
+    k = 1 is the plain success rate. Every task needs n ≥ k trials.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if not successes:
+        return 0.0
+    total = 0.0
+    for trials in successes:
+        n, c = len(trials), sum(bool(t) for t in trials)
+        if n < k:
+            raise ValueError(f"pass^{k} needs at least {k} trials per task, a task has {n}")
+        total += comb(c, k) / comb(n, k)
+    return total / len(successes)
+
+
+def pass_at_k(successes: Sequence[Sequence[bool]], k: int) -> float:
+    """pass@k: mean over tasks of 1 − C(n−c, k) / C(n, k) (at least one of k succeeds)."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if not successes:
+        return 0.0
+    total = 0.0
+    for trials in successes:
+        n, c = len(trials), sum(bool(t) for t in trials)
+        if n < k:
+            raise ValueError(f"pass@{k} needs at least {k} trials per task, a task has {n}")
+        total += 1.0 - comb(n - c, k) / comb(n, k)
+    return total / len(successes)
+
+
+def generalization(split_pass1: Mapping[str, float], split_sizes: Mapping[str, int] | None = None) -> float:
+    """Split-size-weighted mean of uncovered_seen and unseen pass^1.
+
+    With the seed's sizes (24, 10) this is its (24·u + 10·v)/34; pass the actual split
+    sizes to weight by them. Splits that are missing or empty are left out.
+    """
+    weights = dict(split_sizes) if split_sizes is not None else dict(SEED_SPLIT_WEIGHTS)
+    pairs = [(weights.get(s, 0), split_pass1[s]) for s in SEED_SPLIT_WEIGHTS if s in split_pass1]
+    total = sum(w for w, _ in pairs)
+    return sum(w * v for w, v in pairs) / total if total else 0.0
+
+
+def percentile_50(values: Sequence[float]) -> float:
+    """Median (0.0 for no values): the seed's "reasoning depth" is p50 tokens per turn."""
+    return float(statistics.median(values)) if values else 0.0

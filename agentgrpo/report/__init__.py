@@ -1,0 +1,1 @@
+"""Reports: comparison tables and training-curve plots of runs (``plots``, ``tables``)."""

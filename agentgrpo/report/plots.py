@@ -1,0 +1,64 @@
+"""Training-curve plots from ``metrics.jsonl`` files (matplotlib, headless)."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: CI machines and servers
+import matplotlib.pyplot as plt  # noqa: E402
+
+from agentgrpo.train.tracking import read_metrics  # noqa: E402
+
+DEFAULT_PANELS = (
+    ("reward/outcome_mean", "outcome reward (train rollouts)"),
+    ("algo/saturated_group_frac", "saturated groups (all-0 / all-1)"),
+    ("rollout/response_tokens_mean", "response tokens per trajectory"),
+    ("rollout/error_rate", "error rate"),
+    ("actor/entropy", "entropy"),
+    ("diag/lld_rate", "LLD rate"),
+)
+
+
+def plot_training_curves(
+    runs: Mapping[str, str | Path],
+    out_png: str | Path,
+    panels: Sequence[tuple[str, str]] = DEFAULT_PANELS,
+    smooth: int = 1,
+) -> Path:
+    """One panel per metric, one line per run (``runs``: label → metrics.jsonl path)."""
+    records = {label: read_metrics(path) for label, path in runs.items()}
+    columns = 3
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.0 * rows), squeeze=False)
+    for ax, (key, title) in zip(axes.flat, panels):
+        for label, recs in records.items():
+            points = [(r["step"], r[key]) for r in recs if r.get(key) is not None]
+            if points:
+                steps, values = zip(*points)
+                ax.plot(steps, _moving_average(values, smooth), label=label, linewidth=1.5)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 7), fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    out = Path(out_png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def _moving_average(values: Sequence[float], window: int) -> list[float]:
+    if window <= 1:
+        return list(values)
+    out = []
+    for i in range(len(values)):
+        chunk = values[max(0, i - window + 1) : i + 1]
+        out.append(sum(chunk) / len(chunk))
+    return out

@@ -1,0 +1,36 @@
+"""The main job end to end at toy size: every stage runs and writes the documented outputs."""
+from __future__ import annotations
+
+import json
+
+from agentgrpo.quickstart import run_quickstart, split_overrides
+from helpers import SMALL_ENV_OVERRIDES
+
+
+def test_split_overrides():
+    per = split_overrides(["seed=1", "grpo.trainer.steps=2", "eval.trials=1", "sft.data.demos_per_task=1"])
+    assert per == {"sft": ["seed=1", "data.demos_per_task=1"], "grpo": ["seed=1", "trainer.steps=2"],
+                   "eval": ["seed=1", "trials=1"]}
+
+
+def test_quickstart_writes_report_and_summary(tmp_path):
+    summary = run_quickstart(tmp_path, "joint", [
+        *SMALL_ENV_OVERRIDES,
+        "sft.data.demos_per_task=1", "sft.trainer.epochs=1", "sft.progress=false",
+        "grpo.trainer.steps=1", "grpo.trainer.tasks_per_step=2", "grpo.trainer.group_size=2",
+        "grpo.trainer.mini_batch_size=2", "grpo.trainer.micro_batch_size=2", "grpo.logging.progress=false",
+        "grpo.rollout.max_turns=2", "grpo.rollout.max_new_tokens=8",
+        "eval.trials=1", "eval.rollout.max_turns=2", "eval.rollout.max_new_tokens=8",
+    ])
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved["checkpoints"] == summary["checkpoints"]
+    assert saved["wall_seconds"] > 0
+    for name in ("sft", "grpo"):
+        m = saved["checkpoints"][name]
+        assert set(m["pass^1"]) == {"covered_seen", "uncovered_seen", "unseen", "train"}
+        assert set(m) == {"pass^1", "generalization", "error_rate", "reasoning_depth_p50"}
+        assert all(0.0 <= v <= 1.0 for v in m["pass^1"].values())
+    report = (tmp_path / "report.md").read_text()
+    assert "| Overall pass^1 |" in report and "training_curves.png" in report
+    assert (tmp_path / "training_curves.png").stat().st_size > 10_000
+    assert (tmp_path / "eval_grpo" / "transcripts.jsonl").is_file()
