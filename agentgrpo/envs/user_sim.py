@@ -12,12 +12,8 @@ the agent is going nowhere. Its rules are listed in docs/environment-generated.m
 """
 from __future__ import annotations
 
-import json
 import os
 import random
-import time
-import urllib.error
-import urllib.request
 from typing import Any, Protocol
 
 from agentgrpo.envs.airline.dialogue import (
@@ -31,6 +27,7 @@ from agentgrpo.envs.airline.dialogue import (
 from agentgrpo.envs.airline.scenario import Scenario
 from agentgrpo.envs.airline.user_script import answer_slots, opening, restatement
 from agentgrpo.envs.types import USER_STOP, Task
+from agentgrpo.policy.openai_client import OpenAIChatPolicy
 
 AGENT_GREETING = "Hi! How can I help you today?"
 NON_ANSWERS = ("help", "anything_else")  # slots that ask nothing the user must answer
@@ -189,15 +186,12 @@ class LLMUser:
                  seed: int | None = None, max_retries: int = 5, backoff_s: float = 1.0,
                  timeout_s: float = 60.0) -> None:
         self.task = task
-        self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL")
-                         or "https://api.openai.com/v1").rstrip("/")
-        self.api_key_env = api_key_env
         self.temperature = temperature
         self.seed = seed
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
-        self.timeout_s = timeout_s
+        self.client = OpenAIChatPolicy(
+            base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
+            model, api_key_env=api_key_env, max_retries=max_retries, backoff=backoff_s, timeout=timeout_s,
+        )
         self.messages: list[dict[str, str]] = []
 
     def reset(self) -> str:
@@ -211,35 +205,7 @@ class LLMUser:
         return self._next()
 
     def _next(self) -> str:
-        reply = self._complete(self.messages).strip()
-        self.messages.append({"role": "assistant", "content": reply})
-        return USER_STOP if USER_STOP in reply else reply
-
-    def _complete(self, messages: list[dict[str, str]]) -> str:
-        request_body: dict[str, Any] = {"model": self.model, "messages": messages,
-                                        "temperature": self.temperature}
-        if self.seed is not None:
-            request_body["seed"] = self.seed
-        body = json.dumps(request_body).encode("utf-8")
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        failure = ""
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
-            request = urllib.request.Request(f"{self.base_url}/chat/completions", data=body,
-                                             headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    payload = json.loads(response.read().decode("utf-8"))
-                return payload["choices"][0]["message"]["content"] or ""
-            except urllib.error.HTTPError as exc:
-                if exc.code != 429 and exc.code < 500:  # a client error will not go away
-                    raise RuntimeError(f"user model request failed: HTTP {exc.code}") from exc
-                failure = f"HTTP {exc.code}"
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                failure = str(exc)
-        raise RuntimeError(f"user model request to {self.base_url} failed after "
-                           f"{self.max_retries + 1} tries: {failure}")
+        reply = self.client.complete(self.messages, temperature=self.temperature, seed=self.seed)
+        text = (reply.get("content") or "").strip()
+        self.messages.append({"role": "assistant", "content": text})
+        return USER_STOP if USER_STOP in text else text
