@@ -1,0 +1,318 @@
+"""``AgentGRPOTrainer``: TRL's ``GRPOTrainer`` with agentgrpo's advantages and loss.
+
+What changes against TRL 1.16 (everything else — generation, tools, reward functions,
+vLLM, logging — is TRL's):
+
+* advantages: the rewards TRL computed (summed over reward functions with
+  ``reward_weights``) go through ``agentgrpo.algos.group_advantages`` and
+  ``token_advantages``: per-token ``Â = A · n(L) · w`` with the length factor
+  ``length_norm`` (``linear`` = vanilla GRPO's 1/L, ``sqrt`` = LATA) and optional
+  Turn-Discount weights (``turn_discount_alpha``); shape ``(B, T)``, which TRL's
+  buffers and ``_compute_loss`` accept. Groups are TRL's blocks of ``num_generations``;
+  ``scale_rewards`` ``group`` / ``none`` maps to dividing by the group std or not;
+* loss (``_compute_loss``): ``agentgrpo.algos.policy_loss`` (PPO-clip with TRL's
+  ``epsilon`` / ``epsilon_high``, token or sequence ratio) + ``beta``·k3 KL +
+  ``llds_coef``·``llds_loss``, all reduced by ``agg_loss`` with ``loss_agg`` (default
+  ``seq-mean-token-sum``: the length factor is already in the advantage). Turns (LLDS
+  actions, Turn-Discount by turn) are the runs of ``completion_mask · tool_mask``.
+
+LLDS compares the current log-probs with those of the policy that sampled the batch, so
+it needs TRL to keep ``old_per_token_logps``: ``steps_per_generation`` or
+``num_iterations`` > 1 (not a multiple of ``gradient_accumulation_steps``). Otherwise TRL
+treats the batch as on-policy and LLDS is exactly 0 (a warning says so).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+
+from agentgrpo.algos import (
+    AGG_MODES,
+    GATES,
+    group_advantages,
+    kl_loss,
+    llds_loss,
+    policy_loss,
+    token_advantages,
+)
+
+LENGTH_NORMS = ("linear", "sqrt", "none")
+DISCOUNT_UNITS = ("token", "turn")
+_MULTIMODAL_KEYS = (
+    "pixel_values",
+    "image_grid_thw",
+    "num_images",
+    "pixel_attention_mask",
+    "spatial_shapes",
+    "num_tiles",
+    "image_sizes",
+    "token_type_ids",
+    "mm_token_type_ids",
+    "image_position_ids",
+)
+
+
+@dataclass
+class AgentGRPOConfig(GRPOConfig):
+    """``GRPOConfig`` plus agentgrpo's settings; ``loss_agg`` replaces TRL's ``loss_type``."""
+
+    length_norm: str = field(
+        default="linear",
+        metadata={
+            "help": "Length factor of the token advantage: linear (1/L, vanilla GRPO), "
+            "sqrt (1/√L, LATA), none."
+        },
+    )
+    turn_discount_alpha: float | None = field(
+        default=None,
+        metadata={
+            "help": "Turn-Discount α (the seed: 1.05): token weights α^(L-1-k), mean 1. "
+            "None: no discount."
+        },
+    )
+    turn_discount_unit: str = field(
+        default="token",
+        metadata={
+            "help": "Turn-Discount position: token (k = token index) or turn "
+            "(k = assistant-turn index)."
+        },
+    )
+    llds_coef: float = field(
+        default=0.0,
+        metadata={
+            "help": "λ of the LLDS regulariser (LLD paper: 0.2; 0.3 for Qwen2.5-7B-Instruct). "
+            "0 disables it."
+        },
+    )
+    llds_gate: str = field(
+        default="action",
+        metadata={
+            "help": "LLDS gate: action (per assistant turn, the paper's default), token or "
+            "response."
+        },
+    )
+    loss_agg: str = field(
+        default="seq-mean-token-sum",
+        metadata={
+            "help": "Loss aggregation (veRL's loss_agg_mode names); the length factor is in "
+            "the advantage."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_choices()
+        self._check_unsupported()
+
+    def _check_choices(self) -> None:
+        for name, value, choices in (
+            ("length_norm", self.length_norm, LENGTH_NORMS),
+            ("turn_discount_unit", self.turn_discount_unit, DISCOUNT_UNITS),
+            ("llds_gate", self.llds_gate, GATES),
+            ("loss_agg", self.loss_agg, AGG_MODES),
+        ):
+            if value not in choices:
+                raise ValueError(f"{name}={value!r} is not one of {list(choices)}")
+        if self.turn_discount_alpha is not None and not self.turn_discount_alpha > 0:
+            raise ValueError(
+                f"turn_discount_alpha must be > 0 (or None), got {self.turn_discount_alpha}"
+            )
+        if self.llds_coef < 0:
+            raise ValueError(f"llds_coef must be >= 0, got {self.llds_coef}")
+
+    def _check_unsupported(self) -> None:
+        """TRL options our loss does not implement: refuse them rather than ignore them."""
+        if self.scale_rewards not in ("group", "none"):
+            raise ValueError(
+                f"scale_rewards={self.scale_rewards!r} is not supported: set 'group' (divide by "
+                "the group std, GRPO) or 'none' (Dr. GRPO)"
+            )
+        if self.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError(
+                "set multi_objective_aggregation='sum_then_normalize': agentgrpo normalises the "
+                "summed reward within each group"
+            )
+        if self.loss_type in ("cispo", "sapo", "vespo", "luspo"):
+            raise ValueError(
+                f"loss_type={self.loss_type!r} is not a PPO-clip loss; AgentGRPOTrainer always "
+                "uses PPO-clip and reduces it with loss_agg"
+            )
+        unsupported = {
+            "delta": self.delta is not None,
+            "off_policy_mask_threshold": self.off_policy_mask_threshold is not None,
+            "top_entropy_quantile": self.top_entropy_quantile < 1.0,
+            "entropy_coef": self.entropy_coef != 0.0 or self.use_adaptive_entropy,
+        }
+        for name, enabled in unsupported.items():
+            if enabled:
+                raise ValueError(
+                    f"{name} is not supported by AgentGRPOTrainer: leave it at TRL's default"
+                )
+
+
+class AgentGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` whose advantages and loss come from ``agentgrpo.algos`` (see the module
+    docstring). Takes TRL's arguments; ``args`` must be an ``AgentGRPOConfig``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.args, AgentGRPOConfig):
+            raise TypeError("AgentGRPOTrainer needs args=AgentGRPOConfig(...)")
+        self._rewards_per_func: torch.Tensor | None = None
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        if self.args.llds_coef and self.args.gradient_accumulation_steps % generate_every == 0:
+            warnings.warn(
+                "llds_coef > 0 but every batch is used on-policy once (steps_per_generation × "
+                "num_iterations divides gradient_accumulation_steps): LLDS will be 0. Set "
+                "steps_per_generation or num_iterations > 1.",
+                stacklevel=2,
+            )
+
+    # ---- advantages -------------------------------------------------------------------
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        """TRL's rewards ``[B_global, F]``, kept for :meth:`_token_advantages`."""
+        self._rewards_per_func = super()._calculate_rewards(
+            inputs, prompts, completions, completion_ids_list
+        )
+        return self._rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        output["advantages"] = self._token_advantages(output)
+        return output
+
+    @staticmethod
+    def loss_mask(inputs: dict[str, Any]) -> torch.Tensor:
+        """``completion_mask · tool_mask``: 1 on tokens the policy sampled, ``(B, T)``."""
+        mask = inputs["completion_mask"]
+        return mask * inputs["tool_mask"] if "tool_mask" in inputs else mask
+
+    def _token_advantages(self, output: dict[str, Any]) -> torch.Tensor:
+        """``(B_local, T)`` token advantages of this process's rows of the generation batch."""
+        rewards_per_func = self._rewards_per_func
+        if torch.isnan(rewards_per_func).all(dim=1).any():
+            raise ValueError(
+                "every reward function returned None for some completion; agentgrpo's "
+                "group normalisation needs a reward for each completion"
+            )
+        weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+        # [B_global]: the reward functions summed with TRL's weights, as TRL does
+        rewards = (rewards_per_func * weights).nansum(dim=1)
+        mode = "train" if self.model.training else "eval"
+        group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        group_ids = torch.arange(rewards.numel(), device=rewards.device) // group_size
+        adv, stats = group_advantages(
+            rewards, group_ids, norm_by_std=self.args.scale_rewards == "group", return_stats=True
+        )
+        mask = self.loss_mask(output)
+        rows = mask.shape[0]
+        start = self.accelerator.process_index * rows
+        token_adv = token_advantages(
+            adv[start : start + rows].to(mask.device),
+            mask,
+            self.args.length_norm,
+            self.args.turn_discount_alpha,
+            turn_discount_unit=self.args.turn_discount_unit,
+        )
+        groups = max(stats["num_groups"], 1)
+        self._metrics[mode]["algo/zero_adv_group_frac"].append(
+            (stats["singleton_groups"] + stats["zero_spread_groups"]) / groups
+        )
+        self._metrics[mode]["algo/saturated_group_frac"].append(
+            (stats["all_zero_groups"] + stats["all_one_groups"]) / groups
+        )
+        return token_adv
+
+    # ---- loss -----------------------------------------------------------------------------
+    def loss_denominators(self, inputs: dict[str, Any], mask: torch.Tensor) -> dict[str, Any]:
+        """``agg_loss`` denominators for one micro-batch, so the optimizer step sees the mean
+        over its whole accumulation window (TRL turns Trainer's own loss scaling off).
+
+        Sequences: this micro-batch's rows × accumulation steps (TRL's ``grpo`` scaling);
+        tokens: TRL's ``dapo`` normaliser (the generation batch's active tokens, per process,
+        scaled to one accumulation window); horizon: ``max_completion_length``.
+        """
+        train = self.model.training
+        accumulation = self.current_gradient_accumulation_steps if train else 1
+        tokens = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+        if train:
+            tokens = tokens * accumulation / self.args.steps_per_generation
+        return {
+            "num_tokens": tokens,
+            "num_seqs": mask.shape[0] * accumulation,
+            "horizon": self.max_completion_length,
+        }
+
+    def _per_token_logps(self, model, inputs: dict[str, Any]) -> tuple[torch.Tensor, Any, Any]:
+        input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+        attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        extra = {key: inputs.get(key) for key in _MULTIMODAL_KEYS}
+        return self._get_per_token_logps_and_entropies(
+            model,
+            input_ids,
+            attention_mask,
+            inputs["completion_ids"].size(1),
+            compute_entropy=True,
+            compute_aux_loss=self.aux_loss_enabled,
+            **extra,
+        )
+
+    def _compute_loss(self, model, inputs):
+        logps, entropies, aux_loss = self._per_token_logps(model, inputs)  # (B, T)
+        mask = self.loss_mask(inputs)
+        advantages = inputs["advantages"]
+        if advantages.dim() == 1:  # a batch scored by plain TRL code: broadcast A to the tokens
+            advantages = advantages.unsqueeze(1).expand_as(logps)
+        old = inputs.get("old_per_token_logps")
+        old = logps.detach() if old is None else old
+        denominators = self.loss_denominators(inputs, mask)
+        is_weights = inputs.get("importance_sampling_ratio")
+        if is_weights is not None:
+            is_weights = is_weights.expand_as(logps)
+        agg = self.args.loss_agg
+        loss, metrics = policy_loss(
+            logps,
+            old,
+            advantages,
+            mask,
+            clip_low=self.epsilon_low,
+            clip_high=self.epsilon_high,
+            agg=agg,
+            importance=self.importance_sampling_level,
+            rollout_is_weights=is_weights,
+            **denominators,
+        )
+        metrics = {f"algo/{name}": value for name, value in metrics.items()}
+        metrics["loss/pg"] = float(loss.detach())
+        if self.beta != 0.0:
+            kl, kl_metrics = kl_loss(
+                logps, inputs["ref_per_token_logps"], mask, "k3", agg, **denominators
+            )
+            loss = loss + self.beta * kl
+            metrics.update({"loss/kl": float(kl.detach()), "kl": kl_metrics["kl"]})
+        if self.args.llds_coef:
+            llds, llds_metrics = llds_loss(
+                logps, old, advantages, mask, self.args.llds_gate, agg=agg, **denominators
+            )
+            loss = loss + self.args.llds_coef * llds
+            metrics.update({f"algo/{name}": value for name, value in llds_metrics.items()})
+            metrics["loss/llds"] = float(llds.detach())
+        if self.aux_loss_enabled:  # MoE load balancing, scaled for accumulation as TRL does
+            accumulation = self.current_gradient_accumulation_steps if self.model.training else 1
+            loss = loss + self.router_aux_loss_coef * aux_loss / accumulation
+        self._log_loss_metrics(metrics, entropies, mask)
+        return loss
+
+    def _log_loss_metrics(
+        self, metrics: dict[str, float], entropies: torch.Tensor, mask: torch.Tensor
+    ) -> None:
+        mode = "train" if self.model.training else "eval"
+        active = mask.bool()
+        metrics["entropy"] = float(entropies.detach()[active].mean()) if active.any() else 0.0
+        for name, value in metrics.items():
+            self._metrics[mode][name].append(value)

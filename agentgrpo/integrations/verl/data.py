@@ -1,0 +1,139 @@
+"""``agentgrpo verl-prepare``: write the airline task files veRL's RL dataset reads.
+
+One parquet row per task, in veRL's RLHF layout:
+
+* ``data_source``: ``agentgrpo/airline``; ``ability``: ``agent``;
+* ``agent_name``: ``agentgrpo_airline`` (the agent loop of ``configs/agent_loop.yaml``);
+* ``prompt``: ``[{"role": "system", "content": <policy + tool schemas>}]`` — the user's
+  first message comes from the user simulator at rollout time; storing the real system
+  prompt lets veRL's prompt-length filter see the true size;
+* ``reward_model``: ``{"style": "rule", "ground_truth": <task id>}``;
+* ``extra_info``: ``index``, ``split``, ``task_id``, ``family`` and ``env_config`` (the
+  environment config as JSON, so every Ray worker rebuilds the same world and task).
+
+Files: ``train.parquet`` (covered_seen + uncovered_seen, the seed's 16 + 24),
+``test.parquet`` (unseen, 10), one ``<split>.parquet`` per split, and ``manifest.json``.
+The environment is configured like every other job (``agentgrpo.envs.airline.factory.
+EnvConfig``) with ``key=value`` overrides, e.g. ``source=tau_bench data_dir=... user.kind=llm``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentgrpo.agent.chat import build_system_prompt
+from agentgrpo.config import load_config
+from agentgrpo.envs.airline.factory import (
+    SPLIT_NAMES,
+    TRAIN_SPLITS,
+    EnvBundle,
+    EnvConfig,
+    build_env,
+)
+from agentgrpo.integrations.verl.episode import ENV_CONFIG_KEY, TASK_ID_KEY, env_config_json
+
+DATA_SOURCE = "agentgrpo/airline"
+AGENT_NAME = "agentgrpo_airline"
+FILES: dict[str, tuple[str, ...]] = {
+    "train": TRAIN_SPLITS,
+    "test": ("unseen",),
+    **{name: (name,) for name in SPLIT_NAMES},
+}
+
+
+def task_rows(
+    bundle: EnvBundle, config: EnvConfig, split_names: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """The dataset rows of the tasks in ``split_names`` (in split order)."""
+    domain = bundle.domain
+    system_prompt = build_system_prompt(domain.policy, domain.tool_schemas())
+    config_json = env_config_json(config)
+    rows = []
+    for split in split_names:
+        for task in bundle.splits[split]:
+            rows.append(
+                {
+                    "data_source": DATA_SOURCE,
+                    "agent_name": AGENT_NAME,
+                    "prompt": [{"role": "system", "content": system_prompt}],
+                    "ability": "agent",
+                    "reward_model": {"style": "rule", "ground_truth": task.task_id},
+                    "extra_info": {
+                        "index": len(rows),
+                        "split": split,
+                        TASK_ID_KEY: task.task_id,
+                        "family": task.family,
+                        ENV_CONFIG_KEY: config_json,
+                    },
+                }
+            )
+    return rows
+
+
+def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows), str(path))
+
+
+def prepare(config: EnvConfig, out_dir: str | Path) -> dict[str, Any]:
+    """Write every file of ``FILES`` and ``manifest.json`` into ``out_dir``; return the manifest."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    bundle = build_env(config)
+    manifest: dict[str, Any] = {
+        "data_source": DATA_SOURCE,
+        "agent_name": AGENT_NAME,
+        "split_sizes": bundle.split_sizes,
+        "files": {},
+        "env_config": json.loads(env_config_json(config)),
+    }
+    for name, splits in FILES.items():
+        rows = task_rows(bundle, config, splits)
+        write_parquet(rows, out / f"{name}.parquet")
+        manifest["files"][name] = {"splits": list(splits), "rows": len(rows)}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = load_config(EnvConfig, list(args.overrides))
+    manifest = prepare(config, args.out)
+    sizes = ", ".join(f"{name} {info['rows']}" for name, info in manifest["files"].items())
+    print(f"wrote {args.out}: {sizes}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``verl-prepare`` subcommand (``agentgrpo.cli`` calls this)."""
+    parser = subparsers.add_parser(
+        "verl-prepare",
+        help="write the airline task parquet files for veRL",
+        description="Write train/test parquet files of airline tasks in veRL's RLHF layout.",
+    )
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="environment config overrides, e.g. seed=1 source=tau_bench "
+        "data_dir=/path user.kind=llm splits.unseen=10",
+    )
+    parser.set_defaults(func=_run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agentgrpo.integrations.verl.data --out DIR [KEY=VALUE ...]`` (the CLI's twin)."""
+    parser = argparse.ArgumentParser(prog="python -m agentgrpo.integrations.verl.data")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["verl-prepare", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""The environment side of the veRL agent loop: one airline episode driven by generated text.
+
+``AirlineEpisode`` takes the policy's raw assistant text turn by turn, parses it
+(``agentgrpo.agent.format.parse_assistant``: a Hermes tool call, a message to the user,
+or a malformed turn), sends it to ``AirlineEnv`` (tools + scripted or LLM user) and hands
+back the next message the policy must see. It keeps two views of the conversation:
+
+* ``chat_messages``: role/content messages as the chat template renders them (assistant
+  turns hold the raw generated text), which the agent loop turns into tokens with
+  ``ChatFormat.encode_delta``;
+* ``transcript``: OpenAI-style messages (assistant ``tool_calls``, ``tool`` results with
+  ids; a malformed turn is its raw text answered by an error ``tool`` message), which
+  PRM-Lite and the reward function read.
+
+Tasks are found from a dataset row's ``extra_info`` (written by ``data.py``): the task id
+and the environment config, as JSON, that rebuilds the same world in any worker. No
+torch, no veRL here: this is the part the tests drive with the oracle agent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from agentgrpo.agent.chat import build_system_prompt
+from agentgrpo.agent.format import ParsedAction, openai_assistant_message, parse_assistant
+from agentgrpo.agent.types import Step
+from agentgrpo.config import from_dict, to_dict
+from agentgrpo.envs.airline.environment import AirlineEnv
+from agentgrpo.envs.airline.factory import EnvBundle, EnvConfig, build_env, make_env
+from agentgrpo.envs.types import Action, Task
+from agentgrpo.integrations.verl.settings import setting
+
+Message = dict[str, Any]
+
+TASK_ID_KEY = "task_id"
+ENV_CONFIG_KEY = "env_config"
+USER_OVERRIDES = ("kind", "model", "base_url")
+"""User-simulator fields a cluster may override with ``AGENTGRPO_USER_<FIELD>`` (e.g. the
+URL of the 72B user server), whatever the data was prepared with."""
+
+
+@functools.lru_cache(maxsize=8)
+def _bundle(env_config_json: str) -> EnvBundle:
+    """The domain and splits of one environment config, built once per worker process."""
+    return build_env(from_dict(EnvConfig, json.loads(env_config_json)))
+
+
+def env_config_json(config: EnvConfig) -> str:
+    """The canonical JSON of an environment config (the cache key and the stored form)."""
+    return json.dumps(to_dict(config), sort_keys=True)
+
+
+def with_user_overrides(config: EnvConfig) -> EnvConfig:
+    """``config`` with ``AGENTGRPO_USER_KIND/MODEL/BASE_URL`` applied to its user simulator."""
+    user = config.user
+    changes = {
+        field: setting(None, f"user_{field}", getattr(user, field), str) for field in USER_OVERRIDES
+    }
+    return dataclasses.replace(config, user=dataclasses.replace(user, **changes))
+
+
+def resolve_task(extra_info: Mapping[str, Any]) -> tuple[EnvBundle, EnvConfig, Task]:
+    """The environment bundle, its config and the task a dataset row points at."""
+    if TASK_ID_KEY not in extra_info or ENV_CONFIG_KEY not in extra_info:
+        raise KeyError(
+            f"extra_info needs {TASK_ID_KEY!r} and {ENV_CONFIG_KEY!r} "
+            "(prepare the data with `agentgrpo verl-prepare`)"
+        )
+    raw = extra_info[ENV_CONFIG_KEY]
+    config_json = raw if isinstance(raw, str) else json.dumps(dict(raw), sort_keys=True)
+    bundle = _bundle(config_json)
+    config = from_dict(EnvConfig, json.loads(config_json))
+    return bundle, config, bundle.domain.task_by_id(str(extra_info[TASK_ID_KEY]))
+
+
+class AirlineEpisode:
+    """One episode: ``start()``, then ``act(text)`` per assistant turn until ``done``.
+
+    Args:
+        env: The episode's environment (fresh; ``start`` resets it).
+        system_prompt: The system message the policy sees (policy text + tools).
+        max_turns: Assistant turns allowed, malformed ones included; then the episode
+            ends with termination ``max_turns``.
+    """
+
+    def __init__(self, env: AirlineEnv, system_prompt: str, max_turns: int = 30) -> None:
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        self.env = env
+        self.system_prompt = system_prompt
+        self.max_turns = max_turns
+        self.tool_names = frozenset(env.domain.tool_names)
+        self.chat_messages: list[Message] = []
+        self.transcript: list[Message] = []
+        self.steps: list[Step] = []
+
+    @classmethod
+    def from_extra_info(
+        cls,
+        extra_info: Mapping[str, Any],
+        system_prompt: str | None = None,
+        user_seed: int = 0,
+        max_turns: int = 30,
+    ) -> AirlineEpisode:
+        """The episode of a dataset row.
+
+        ``system_prompt`` None gives ``ChatFormat``'s default: the policy, then the tools.
+        """
+        bundle, config, task = resolve_task(extra_info)
+        env = make_env(
+            bundle, task, with_user_overrides(config), user_seed=user_seed, max_steps=max_turns
+        )
+        if system_prompt is None:
+            system_prompt = build_system_prompt(bundle.domain.policy, bundle.domain.tool_schemas())
+        return cls(env, system_prompt, max_turns)
+
+    # ---- the conversation ------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.env.done
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.steps)
+
+    def start(self) -> list[Message]:
+        """Reset the environment; returns the opening chat messages (system, user)."""
+        first = self.env.reset()
+        opening = [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": first},
+        ]
+        self.chat_messages = [dict(m) for m in opening]
+        self.transcript = [dict(m) for m in opening]
+        self.steps = []
+        return list(self.chat_messages)
+
+    def act(self, text: str) -> Message | None:
+        """Play one assistant turn; returns the message the policy sees next (None when done).
+
+        A malformed turn never reaches the environment: its observation is the parser's
+        error, shown as a ``tool`` message so the policy can recover.
+        """
+        if self.done:
+            raise RuntimeError("the episode is over")
+        parsed = parse_assistant(text, self.tool_names)
+        step, reply = self._apply(parsed, text)
+        self.steps.append(step)
+        self.chat_messages.append({"role": "assistant", "content": text})
+        self.chat_messages.append(reply)
+        self._record(parsed, reply)
+        if not self.done and self.num_turns >= self.max_turns:
+            self.finish("max_turns")
+        return None if self.done else reply
+
+    def finish(self, termination: str) -> None:
+        """End the episode from outside (turn or token budget exhausted) and grade it."""
+        self.env.finish(termination)
+
+    def _apply(self, parsed: ParsedAction, text: str) -> tuple[Step, Message]:
+        if parsed.kind == "invalid":
+            step = Step("invalid", "invalid", {}, parsed.observation, text=text, error=True)
+            return step, {"role": "tool", "content": parsed.observation}
+        if parsed.kind == "respond":
+            result = self.env.step(Action.respond(parsed.text))
+            step = Step(
+                "respond", "respond", {"content": parsed.text}, result.observation, text=parsed.text
+            )
+            return step, {"role": "user", "content": result.observation}
+        result = self.env.step(Action(parsed.name, parsed.arguments))
+        step = Step(
+            "tool",
+            parsed.name,
+            dict(parsed.arguments),
+            result.observation,
+            text=parsed.text,
+            error=self.env.domain.is_error(result.observation),
+        )
+        return step, {"role": "tool", "content": result.observation}
+
+    def _record(self, parsed: ParsedAction, reply: Message) -> None:
+        """Append the turn and its answer to the OpenAI-style transcript."""
+        calls = sum(len(m.get("tool_calls") or []) for m in self.transcript)
+        assistant = openai_assistant_message(parsed, call_id=f"call_{calls}")
+        self.transcript.append(assistant)
+        answer = dict(reply)
+        if assistant.get("tool_calls"):
+            call = assistant["tool_calls"][0]
+            answer.update(tool_call_id=call["id"], name=call["function"]["name"])
+        self.transcript.append(answer)
+
+    # ---- the result --------------------------------------------------------------------
+    @property
+    def outcome(self) -> float:
+        """The grader's reward (1.0 solved, 0.0 not); only meaningful once ``done``."""
+        if not self.done:
+            raise RuntimeError("the episode is still running: finish() it first")
+        return float(self.env.info["grade"]["reward"])
+
+    @property
+    def termination(self) -> str:
+        return str(self.env.termination)
+
+    @property
+    def has_error(self) -> bool:
+        return any(step.error for step in self.steps)

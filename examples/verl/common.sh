@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Shared setup of agentgrpo's veRL experiments (sourced by the run_*.sh scripts).
+#
+# Layout (the seed's): one node, 2 × 80 GB GPUs. GPU 0 trains the policy (Qwen2.5-7B-Instruct:
+# FSDP actor + reference + vLLM rollout, colocated); GPU 1 serves the user simulator
+# (Qwen2.5-72B-Instruct-AWQ behind vLLM's OpenAI API). Everything below can be overridden
+# from the environment, e.g. `POLICY_MODEL=/models/qwen7b USER_BASE_URL=http://h:8001/v1 bash run_exp2_lata.sh`.
+# Extra arguments to a run script are Hydra overrides appended to veRL's command line.
+set -euo pipefail
+
+# ---- what to train on -----------------------------------------------------------------
+POLICY_MODEL=${POLICY_MODEL:-Qwen/Qwen2.5-7B-Instruct}
+ENV_SOURCE=${ENV_SOURCE:-tau_bench}                  # tau_bench (the seed's 50 tasks) | generated
+TAU_BENCH_DIR=${TAU_BENCH_DIR:-$PWD/../shared/tau_bench_airline}
+DATA_DIR=${DATA_DIR:-$PWD/data/verl_airline_${ENV_SOURCE}}
+CKPT_DIR=${CKPT_DIR:-$PWD/checkpoints/agentgrpo_airline}
+LOG_DIR=${LOG_DIR:-$PWD/logs/verl}
+
+# ---- the user simulator -----------------------------------------------------------------
+USER_KIND=${USER_KIND:-llm}                          # llm | scripted (generated tasks only, no GPU 1)
+USER_MODEL=${USER_MODEL:-Qwen/Qwen2.5-72B-Instruct-AWQ}
+USER_PORT=${USER_PORT:-8001}
+USER_BASE_URL=${USER_BASE_URL:-}                     # set to use a server you already run
+USER_GPU=${USER_GPU:-1}
+POLICY_GPU=${POLICY_GPU:-0}
+
+# ---- algorithm switches (the run scripts set PRM_COEF and LLDS_COEF) ------------------------
+#   PRM_COEF   reward = outcome + PRM_COEF · PRM-Lite process score (default 0)
+#   LLDS_COEF  λ of LLDS, used by loss_mode=agentgrpo_llds (default 0)
+LLDS_GATE=${LLDS_GATE:-action}
+# old log-probs = vLLM's rollout log-probs, no recomputation pass (the seed's memory saver;
+# veRL >= 0.7). Set BYPASS_MODE= (empty) on older veRL.
+BYPASS_MODE=${BYPASS_MODE-true}
+
+# Offline HPC clusters: every model must already be in the local HF cache or a path.
+export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}
+export TRANSFORMERS_OFFLINE=${TRANSFORMERS_OFFLINE:-1}
+
+AGENTGRPO_DIR=$(python3 -c "import agentgrpo, pathlib; print(pathlib.Path(agentgrpo.__file__).parent)")
+VERL_CONFIGS="$AGENTGRPO_DIR/integrations/verl/configs"
+REWARD_FILE="$AGENTGRPO_DIR/integrations/verl/reward.py"
+mkdir -p "$LOG_DIR" "$CKPT_DIR"
+
+prepare_data() {
+  if [[ -f "$DATA_DIR/train.parquet" ]]; then return; fi
+  local source_args=("source=$ENV_SOURCE" "user.kind=$USER_KIND")
+  if [[ "$ENV_SOURCE" == tau_bench ]]; then source_args+=("data_dir=$TAU_BENCH_DIR"); fi
+  python3 -m agentgrpo.integrations.verl.data --out "$DATA_DIR" "${source_args[@]}"
+}
+
+USER_SERVER_PID=""
+stop_user_server() {
+  if [[ -n "$USER_SERVER_PID" ]]; then kill "$USER_SERVER_PID" 2>/dev/null || true; fi
+}
+
+start_user_server() {
+  if [[ "$USER_KIND" != llm || -n "$USER_BASE_URL" ]]; then return; fi
+  USER_BASE_URL="http://127.0.0.1:${USER_PORT}/v1"
+  echo "starting the user simulator ($USER_MODEL) on GPU $USER_GPU, port $USER_PORT"
+  CUDA_VISIBLE_DEVICES=$USER_GPU python3 -m vllm.entrypoints.openai.api_server \
+    --model "$USER_MODEL" --port "$USER_PORT" --quantization awq --max-model-len 16384 \
+    --gpu-memory-utilization 0.92 --served-model-name user-sim > "$LOG_DIR/user_server.log" 2>&1 &
+  USER_SERVER_PID=$!
+  trap stop_user_server EXIT
+  USER_MODEL=user-sim
+  for _ in $(seq 1 180); do
+    if curl -sf "$USER_BASE_URL/models" > /dev/null; then return; fi
+    sleep 5
+  done
+  echo "the user simulator did not come up; see $LOG_DIR/user_server.log" >&2
+  exit 1
+}
+
+# run_experiment NAME [hydra overrides...]
+run_experiment() {
+  local name=$1; shift
+  prepare_data
+  start_user_server
+  export AGENTGRPO_PRM_COEF=${PRM_COEF:-0.0} AGENTGRPO_LLDS_COEF=${LLDS_COEF:-0.0} AGENTGRPO_LLDS_GATE=$LLDS_GATE
+  export AGENTGRPO_POLICY_MODEL=$POLICY_MODEL
+  export AGENTGRPO_USER_KIND=$USER_KIND AGENTGRPO_USER_MODEL=$USER_MODEL
+  export AGENTGRPO_USER_BASE_URL=${USER_BASE_URL:-http://127.0.0.1:${USER_PORT}/v1}
+  export AGENTGRPO_VERL_CONFIGS=$VERL_CONFIGS AGENTGRPO_REWARD_FILE=$REWARD_FILE AGENTGRPO_DATA_DIR=$DATA_DIR
+  export VERL_USE_EXTERNAL_MODULES=agentgrpo.integrations.verl   # veRL 0.6-0.8 (0.9+: entry point)
+  # registries and settings are per process: forward them to every Ray worker
+  local forward=()
+  for var in VERL_USE_EXTERNAL_MODULES AGENTGRPO_PRM_COEF AGENTGRPO_LLDS_COEF AGENTGRPO_LLDS_GATE \
+             AGENTGRPO_USER_KIND AGENTGRPO_USER_MODEL AGENTGRPO_USER_BASE_URL AGENTGRPO_VERL_CONFIGS \
+             AGENTGRPO_REWARD_FILE AGENTGRPO_DATA_DIR AGENTGRPO_POLICY_MODEL HF_HUB_OFFLINE \
+             TRANSFORMERS_OFFLINE; do
+    forward+=("+ray_kwargs.ray_init.runtime_env.env_vars.${var}='${!var}'")
+  done
+  if [[ -n "$BYPASS_MODE" ]]; then forward+=("algorithm.rollout_correction.bypass_mode=$BYPASS_MODE"); fi
+  # data files, model, agent-loop YAML and reward file come from the AGENTGRPO_* variables
+  # that airline_grpo.yaml reads with ${oc.env:...}
+  CUDA_VISIBLE_DEVICES=$POLICY_GPU python3 -m verl.trainer.main_ppo \
+    --config-path="$VERL_CONFIGS" --config-name=airline_grpo \
+    trainer.experiment_name="$name" trainer.default_local_dir="$CKPT_DIR/$name" \
+    "${forward[@]}" "$@" 2>&1 | tee "$LOG_DIR/$name.log"
+}
