@@ -17,18 +17,28 @@ ROWS = (
 
 
 def comparison_table(metrics_by_name: Mapping[str, Mapping[str, Any]], baseline: str | None = None) -> str:
-    """Markdown table: one row per metric, one column per checkpoint (+ Δ vs ``baseline``)."""
+    """Markdown table: one row per metric, one column per checkpoint.
+
+    With a ``baseline`` and two columns, a last column gives the other's change against it
+    (the seed's "Δ vs Vanilla"); with more columns each cell carries its change in brackets.
+    """
     names = list(metrics_by_name)
-    header = "| Metric | " + " | ".join(names) + (f" | Δ vs {baseline} |" if baseline else " |")
-    lines = [header, "|---" * (len(names) + 1 + (1 if baseline else 0)) + "|"]
+    delta_column = baseline is not None and len(names) == 2
+    header = "| Metric | " + " | ".join(names) + (f" | Δ vs {baseline} |" if delta_column else " |")
+    lines = [header, "|---" * (len(names) + 1 + delta_column) + "|"]
     for label, getter in ROWS:
-        values = [getter(metrics_by_name[n]) for n in names]
-        cells = [_fmt(label, v) for v in values]
+        values = {n: getter(metrics_by_name[n]) for n in names}
+        base = values.get(baseline) if baseline else None
+        cells = []
+        for name in names:
+            cell = _fmt(label, values[name])
+            if baseline and not delta_column and name != baseline and values[name] is not None:
+                cell += f" ({_delta(base, values[name])})"
+            cells.append(cell)
         row = f"| {label} | " + " | ".join(cells) + " |"
-        if baseline:
-            base = getter(metrics_by_name[baseline])
-            last = values[-1]
-            row += f" {_delta(base, last)} |"
+        if delta_column:
+            other = next(n for n in names if n != baseline)
+            row += f" {_delta(base, values[other])} |"
         lines.append(row)
     return "\n".join(lines) + "\n"
 
