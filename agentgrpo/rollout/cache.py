@@ -75,6 +75,28 @@ class GrowableLayer(DynamicLayer):
             self._v = self._v.repeat_interleave(repeats, dim=0)
             self._sync()
 
+    def take(self, rows: torch.Tensor) -> "GrowableLayer":
+        """A new layer with copies of ``rows``."""
+        part = GrowableLayer()
+        if self.is_initialized:
+            part.dtype, part.device, part.is_initialized = self.dtype, self.device, True
+            part._k, part._v, part._len = self._k[rows, :, : self._len], self._v[rows, :, : self._len], self._len
+            part._sync()
+        return part
+
+    def put_back(self, part: "GrowableLayer", rows: torch.Tensor) -> None:
+        """Write ``part`` (rows taken earlier, grown since) back at ``rows``; other rows get hole slots."""
+        if not part.is_initialized:
+            return
+        self._reserve(part._len)
+        # the other rows' new slots are holes: zero them (masked, but must be finite for SDPA)
+        self._k[:, :, self._len : part._len] = 0
+        self._v[:, :, self._len : part._len] = 0
+        self._k[rows, :, : part._len] = part._k[:, :, : part._len]
+        self._v[rows, :, : part._len] = part._v[:, :, : part._len]
+        self._len = part._len
+        self._sync()
+
     def gather_positions(self, index: torch.Tensor) -> None:
         """Keep, per row, the cache slots listed in ``index`` (B, N), in that order."""
         if not self.is_initialized:
@@ -141,6 +163,22 @@ class GrowableCache(Cache):
             layer.batch_repeat_interleave(repeats)
         self.valid = self.valid.repeat_interleave(repeats, dim=0)
         self.next_position = self.next_position.repeat_interleave(repeats, dim=0)
+
+    def take_rows(self, rows: torch.Tensor) -> "GrowableCache":
+        """A new cache holding copies of ``rows`` (to decode a few rows without the rest)."""
+        part = GrowableCache(len(rows), device=self.valid.device)
+        part.layers = [layer.take(rows) for layer in self.layers]
+        part.valid, part.next_position = self.valid[rows].clone(), self.next_position[rows].clone()
+        return part
+
+    def put_back(self, part: "GrowableCache", rows: torch.Tensor) -> None:
+        """Merge ``part`` (from ``take_rows(rows)``) back; the slots it added are holes elsewhere."""
+        grown = part.length - self.length
+        for layer, part_layer in zip(self.layers, part.layers):
+            layer.put_back(part_layer, rows)
+        self.valid = torch.cat([self.valid, self.valid.new_zeros(self.batch_size, grown)], dim=1)
+        self.valid[rows] = part.valid
+        self.next_position[rows] = part.next_position
 
     def compact(self) -> None:
         """Squeeze out holes: each row's real slots move to the front, in order."""

@@ -184,24 +184,30 @@ class RolloutEngine:
         self.last_stats.prefill_tokens += sum(len(ep.pending) for ep in rows)
         logits = forward_chunk(self.model, cache, [ep.pending for ep in rows], self.chat.pad_token_id)
         active = [True] * len(rows)
+        # rows decoded by ``current``: all of them, or (once most have ended their turn) a copy
+        # of the few still generating, so finished rows stop costing compute until the turn ends
+        current, members = cache, list(range(len(rows)))
         while True:
             tokens, logprobs = sample_tokens(logits, cfg.temperature, cfg.top_p, generator)
-            tokens_list, logprobs_list = tokens.tolist(), logprobs.tolist()
-            feed: list[list[int]] = []
-            for i, ep in enumerate(rows):
+            for i, token, logprob in zip(members, tokens.tolist(), logprobs.tolist()):
                 if not active[i]:
-                    feed.append([])
                     continue
-                ep.generated.append(tokens_list[i])
-                ep.generated_logprobs.append(logprobs_list[i])
-                if tokens_list[i] in self.eos_ids or len(ep.generated) >= budgets[i]:
+                ep = rows[i]
+                ep.generated.append(token)
+                ep.generated_logprobs.append(logprob)
+                if token in self.eos_ids or len(ep.generated) >= budgets[i]:
                     active[i] = False
-                    feed.append([])
-                else:
-                    feed.append([tokens_list[i]])
-            if not any(active):
+            alive = [i for i in members if active[i]]
+            if not alive:
                 break
-            logits = forward_chunk(self.model, cache, feed, self.chat.pad_token_id)
+            if len(members) >= 4 and len(alive) <= len(members) // 4:
+                if current is not cache:
+                    cache.put_back(current, torch.tensor(members))
+                current, members = cache.take_rows(torch.tensor(alive)), alive
+            feed = [[rows[i].generated[-1]] if active[i] else [] for i in members]
+            logits = forward_chunk(self.model, current, feed, self.chat.pad_token_id)
+        if current is not cache:
+            cache.put_back(current, torch.tensor(members))
 
     # -- environment side -------------------------------------------------------------
     def _apply_turn(self, ep: _Live) -> None:

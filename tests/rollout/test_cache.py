@@ -91,3 +91,26 @@ def test_sampling_matches_its_distribution_and_is_seeded():
     torch.testing.assert_close(freq, torch.tensor([0.0, 0.2 / 0.9, 0.7 / 0.9, 0.0]), atol=0.015, rtol=0)
     greedy, _ = sample_tokens(logits[:3], 0.0, 1.0, None)
     assert greedy.tolist() == [2, 2, 2]
+
+
+@torch.no_grad()
+def test_decoding_a_few_taken_rows_then_putting_them_back(model):
+    rng = random.Random(2)
+    sequences = [[rng.randrange(1, 300) for _ in range(rng.randrange(3, 9))] for _ in range(4)]
+    cache = GrowableCache(4)
+    forward_chunk(model, cache, [list(s) for s in sequences], pad_token_id=0)
+    rows = torch.tensor([1, 3])
+    part = cache.take_rows(rows)
+    for _ in range(3):  # rows 1 and 3 decode alone
+        chunk = [[rng.randrange(1, 300)], [rng.randrange(1, 300)]]
+        logits = forward_chunk(model, part, chunk, pad_token_id=0)
+        for k, row in enumerate(rows.tolist()):
+            sequences[row] += chunk[k]
+            torch.testing.assert_close(logits[k], reference_logits(model, sequences[row]), atol=1e-4, rtol=0)
+    cache.put_back(part, rows)
+    assert cache.valid.sum(dim=1).tolist() == [len(s) for s in sequences]
+    chunks = [[7], [8, 9], [10], [11]]
+    logits = forward_chunk(model, cache, chunks, pad_token_id=0)
+    for row in range(4):
+        sequences[row] += chunks[row]
+        torch.testing.assert_close(logits[row], reference_logits(model, sequences[row]), atol=1e-4, rtol=0)
