@@ -17,21 +17,16 @@ def pass_hat_k(successes: Sequence[Sequence[bool]], k: int) -> float:
     The chance that k trials drawn without replacement from a task's n all succeed;
     k = 1 is the plain success rate. Every task needs n ≥ k trials.
     """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    if not successes:
-        return 0.0
-    total = 0.0
-    for trials in successes:
-        n, c = len(trials), sum(bool(t) for t in trials)
-        if n < k:
-            raise ValueError(f"pass^{k} needs at least {k} trials per task, a task has {n}")
-        total += comb(c, k) / comb(n, k)
-    return total / len(successes)
+    return _mean_over_tasks(successes, k, "pass^", lambda n, c: comb(c, k) / comb(n, k))
 
 
 def pass_at_k(successes: Sequence[Sequence[bool]], k: int) -> float:
     """pass@k: mean over tasks of 1 − C(n−c, k) / C(n, k) (at least one of k succeeds)."""
+    return _mean_over_tasks(successes, k, "pass@", lambda n, c: 1.0 - comb(n - c, k) / comb(n, k))
+
+
+def _mean_over_tasks(successes: Sequence[Sequence[bool]], k: int, name: str, per_task) -> float:
+    """Mean of ``per_task(n, c)`` over tasks (n trials, c successes), checking k ≤ n."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if not successes:
@@ -40,8 +35,8 @@ def pass_at_k(successes: Sequence[Sequence[bool]], k: int) -> float:
     for trials in successes:
         n, c = len(trials), sum(bool(t) for t in trials)
         if n < k:
-            raise ValueError(f"pass@{k} needs at least {k} trials per task, a task has {n}")
-        total += 1.0 - comb(n - c, k) / comb(n, k)
+            raise ValueError(f"{name}{k} needs at least {k} trials per task, a task has {n}")
+        total += per_task(n, c)
     return total / len(successes)
 
 

@@ -193,16 +193,12 @@ class GRPOTrainer:
     @torch.no_grad()
     def compute_old_logprobs(self, batch: RolloutBatch) -> None:
         """Behaviour-policy (and reference) log-probs: recomputed, or the sampler's (bypass)."""
-        recompute = self.config.trainer.old_logprobs == "recompute"
-        olds, refs = [], []
-        for rows in self._chunks(batch.size, self.config.trainer.micro_batch_size):
-            part = batch.select(rows)
-            if recompute:
-                olds.append(self._logprobs(self.forward, part, batch.input_ids.shape[1]))
-            if self.reference_forward is not None:
-                refs.append(self._logprobs(self.reference_forward, part, batch.input_ids.shape[1]))
-        batch.old_logprobs = torch.cat(olds) if recompute else batch.rollout_logprobs * batch.response_mask
-        batch.ref_logprobs = torch.cat(refs) if refs else None
+        if self.config.trainer.old_logprobs == "recompute":
+            batch.old_logprobs = self._batch_logprobs(self.forward, batch)
+        else:
+            batch.old_logprobs = batch.rollout_logprobs * batch.response_mask
+        if self.reference_forward is not None:
+            batch.ref_logprobs = self._batch_logprobs(self.reference_forward, batch)
 
     def update(self, batch: RolloutBatch, step: int) -> dict[str, float]:
         """``ppo_epochs`` passes of mini-batch updates; returns averaged loss metrics."""
@@ -227,7 +223,7 @@ class GRPOTrainer:
         denominators = {"num_tokens": num_tokens, "num_seqs": mini.size}
         metrics: dict[str, float] = {}
         self.optimizer.zero_grad(set_to_none=True)
-        for rows in self._chunks(mini.size, t.micro_batch_size):
+        for rows in self._micro_batches(mini, t.micro_batch_size):
             micro = mini.select(rows)
             share = len(rows) / mini.size
             scores = self.forward.token_logprobs(micro.input_ids, micro.attention_mask, micro.response_mask,
@@ -263,9 +259,8 @@ class GRPOTrainer:
     @torch.no_grad()
     def lld_rate(self, batch: RolloutBatch) -> dict[str, float]:
         """Share of preserve-set actions whose log-likelihood fell over this step's updates."""
-        news = [self._logprobs(self.forward, batch.select(rows), batch.input_ids.shape[1])
-                for rows in self._chunks(batch.size, self.config.trainer.micro_batch_size)]
-        _, metrics = llds_loss(torch.cat(news), batch.old_logprobs, batch.seq_advantages, batch.response_mask)
+        new = self._batch_logprobs(self.forward, batch)
+        _, metrics = llds_loss(new, batch.old_logprobs, batch.seq_advantages, batch.response_mask)
         return {"diag/lld_rate": float(metrics["lld/action_rate"])}
 
     def validate(self, step: int) -> dict[str, float]:
@@ -290,14 +285,22 @@ class GRPOTrainer:
         temperature = self.config.rollout.temperature
         return temperature if temperature > 0 else 1.0
 
-    def _logprobs(self, forward: PolicyForward, part: RolloutBatch, width: int) -> torch.Tensor:
-        logp = forward.token_logprobs(part.input_ids, part.attention_mask, part.response_mask,
-                                     temperature=self._temperature).logprobs
-        return torch.nn.functional.pad(logp, (0, width - logp.shape[1]))
+    def _batch_logprobs(self, forward: PolicyForward, batch: RolloutBatch) -> torch.Tensor:
+        """(B, T) log-probs of the response tokens, in micro-batches of similar lengths."""
+        out = torch.zeros_like(batch.response_mask)
+        for rows in self._micro_batches(batch, self.config.trainer.micro_batch_size):
+            part = batch.select(rows)
+            logp = forward.token_logprobs(part.input_ids, part.attention_mask, part.response_mask,
+                                          temperature=self._temperature).logprobs
+            out[rows, : logp.shape[1]] = logp
+        return out
 
     @staticmethod
-    def _chunks(size: int, chunk: int) -> list[list[int]]:
-        return [list(range(start, min(start + chunk, size))) for start in range(0, size, chunk)]
+    def _micro_batches(batch: RolloutBatch, size: int) -> list[list[int]]:
+        """Rows grouped by length, so a micro-batch pads little (denominators are global,
+        so the grouping does not change the gradient)."""
+        order = torch.argsort(batch.attention_mask.sum(dim=1), stable=True).tolist()
+        return [order[start : start + size] for start in range(0, len(order), size)]
 
 
 def train_grpo(config: GRPOConfig, resume: bool = False) -> Path:

@@ -225,6 +225,7 @@ def _optimizer_step(forward: PolicyForward, batch: list[SFTExample], cfg: SFTTra
                     pad_token_id: int) -> tuple[float, int]:
     """Accumulate the token-mean NLL of ``batch`` over micro-batches; returns (loss, tokens)."""
     label_total = sum(e.num_label_tokens for e in batch)
+    batch = sorted(batch, key=lambda e: len(e.input_ids))  # micro-batches of similar lengths pad little
     loss_sum, tokens = 0.0, 0
     for start in range(0, len(batch), cfg.micro_batch_size):
         input_ids, attention_mask, label_mask = collate_examples(batch[start : start + cfg.micro_batch_size],

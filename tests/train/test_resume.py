@@ -1,7 +1,6 @@
 """A GRPO run killed with SIGKILL and resumed repeats the uninterrupted run exactly."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -10,6 +9,8 @@ import time
 from pathlib import Path
 
 from safetensors.torch import load_file
+
+from agentgrpo.train.tracking import read_metrics
 
 from helpers import SMALL_ENV_OVERRIDES
 
@@ -27,15 +28,7 @@ def command(policy_dir: Path, run_dir: Path) -> list[str]:
 
 def metrics(run_dir: Path) -> list[dict]:
     path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass
-    return records
+    return read_metrics(path) if path.exists() else []
 
 
 def comparable(record: dict) -> dict:
