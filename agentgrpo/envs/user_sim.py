@@ -194,6 +194,11 @@ class LLMUser:
         )
         self.messages: list[dict[str, str]] = []
 
+    @property
+    def base_url(self) -> str:
+        """The API root this user simulator talks to (always ending in ``/v1``)."""
+        return self.client.base_url
+
     def reset(self) -> str:
         # Roles are mirrored: the model is the customer, so the agent speaks as "user".
         self.messages = [{"role": "system", "content": user_system_prompt(self.task.instruction)},

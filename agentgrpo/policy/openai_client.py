@@ -66,6 +66,7 @@ class OpenAIChatPolicy:
             raise ValueError("max_retries and backoff must be >= 0")
         root = base_url.rstrip("/")
         api_root = root if root.endswith("/v1") else f"{root}/v1"
+        self.base_url = api_root
         self.url = f"{api_root}/chat/completions"
         self.model = model
         self.api_key_env = api_key_env
