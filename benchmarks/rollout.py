@@ -93,7 +93,8 @@ def measure_engine(engine: RolloutEngine, make_specs: Callable[[], list[EpisodeS
         stats = engine.last_stats
         print(f"  engine run {rep + 1}: {stats.policy_tokens} policy tokens in {seconds:.2f} s "
               f"({stats.policy_tokens / seconds:.0f} tok/s; {stats.rounds} rounds, "
-              f"{stats.prefill_tokens} prefill tokens, generate {stats.generate_seconds:.2f} s, "
+              f"{stats.prefill_tokens} prefill tokens in {stats.prefill_forwards} forwards, "
+              f"generate {stats.generate_seconds:.2f} s, "
               f"env {stats.env_seconds:.2f} s)")
         times.append(seconds)
         tokens.append(stats.policy_tokens)

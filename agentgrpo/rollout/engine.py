@@ -93,6 +93,7 @@ class RolloutStats:
     rounds: int = 0
     policy_tokens: int = 0
     prefill_tokens: int = 0
+    prefill_forwards: int = 0
     generate_seconds: float = 0.0
     env_seconds: float = 0.0
 
@@ -181,8 +182,7 @@ class RolloutEngine:
             room = cfg.max_total_tokens - len(ep.traj.token_ids) - 1  # keep a slot for a forced end-of-turn
             budgets.append(max(1, min(cfg.max_new_tokens, room)))
             ep.generated, ep.generated_logprobs = [], []
-        self.last_stats.prefill_tokens += sum(len(ep.pending) for ep in rows)
-        logits = forward_chunk(self.model, cache, [ep.pending for ep in rows], self.chat.pad_token_id)
+        logits = self._prefill_pending(rows, cache)
         active = [True] * len(rows)
         # rows decoded by ``current``: all of them, or (once most have ended their turn) a copy
         # of the few still generating, so finished rows stop costing compute until the turn ends
@@ -200,7 +200,7 @@ class RolloutEngine:
             alive = [i for i in members if active[i]]
             if not alive:
                 break
-            if len(members) >= 4 and len(alive) <= len(members) // 4:
+            if len(members) >= 4 and len(alive) <= len(members) // PARK_RATIO:
                 if current is not cache:
                     cache.put_back(current, torch.tensor(members))
                 current, members = cache.take_rows(torch.tensor(alive)), alive
@@ -208,6 +208,33 @@ class RolloutEngine:
             logits = forward_chunk(self.model, current, feed, self.chat.pad_token_id)
         if current is not cache:
             cache.put_back(current, torch.tensor(members))
+
+    def _prefill_pending(self, rows: list[_Live], cache: GrowableCache) -> torch.Tensor:
+        """Append every row's pending tokens; returns (B, V) logits at each row's last token.
+
+        Pending chunks differ widely (a 20-token user reply next to a 600-token flight
+        search), and one padded forward would cost rows x longest. So rows are grouped by
+        length: each group of long chunks runs on a copy of its own rows, and the shortest
+        group runs on the whole cache (the other rows add holes there, not work).
+        """
+        pad = self.chat.pad_token_id
+        lengths = [len(ep.pending) for ep in rows]
+        self.last_stats.prefill_tokens += sum(lengths)
+        *side_groups, main_group = prefill_groups(lengths, PREFILL_GROUP_OVERHEAD_TOKENS)
+        self.last_stats.prefill_forwards += len(side_groups) + 1
+        logits: torch.Tensor | None = None
+        parts = []
+        for group in side_groups:
+            index = torch.tensor(group)
+            part = cache.take_rows(index)
+            parts.append((index, forward_chunk(self.model, part, [rows[i].pending for i in group], pad)))
+            cache.put_back(part, index)
+        in_main = set(main_group)
+        chunks = [ep.pending if i in in_main else [] for i, ep in enumerate(rows)]
+        logits = forward_chunk(self.model, cache, chunks, pad)
+        for index, part_logits in parts:
+            logits[index] = part_logits
+        return logits
 
     # -- environment side -------------------------------------------------------------
     def _apply_turn(self, ep: _Live) -> None:
@@ -270,6 +297,44 @@ class RolloutEngine:
         traj.termination = result.info.get("termination", "user_stop")
         traj.info.update({k: v for k, v in result.info.items() if k != "termination"})
         traj.messages = self.chat.openai_messages(ep.messages)
+
+
+PARK_RATIO = 4
+"""Decode the rows still generating apart once they are at most 1/PARK_RATIO of the rest."""
+
+PREFILL_GROUP_OVERHEAD_TOKENS = 64
+"""Fixed cost of one extra prefill forward (launch, row copies), in token-forwards."""
+
+
+def prefill_groups(lengths: list[int], overhead: float) -> list[list[int]]:
+    """Split rows into prefill groups minimising padded token-forwards + overhead per group.
+
+    Rows are taken longest first; a side group of rows costs ``len(group) * its longest
+    + overhead``, and the last group (the shortest chunks) costs ``len(lengths) * its
+    longest``, as it runs on the whole batch. Exact dynamic programme over the sorted
+    lengths. Returns lists of row indices; the last one is the main group (non-empty
+    unless ``lengths`` is).
+    """
+    n = len(lengths)
+    order = sorted(range(n), key=lambda i: -lengths[i])
+    sorted_lengths = [lengths[i] for i in order]
+    # best[j]: cheapest cost of putting sorted rows [0, j) into side groups; cut[j]: its last start
+    best, cut = [0.0] + [float("inf")] * n, [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):
+            cost = best[i] + (j - i) * sorted_lengths[i] + overhead
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    if n == 0:
+        return [[]]
+    main_start = min(range(n), key=lambda k: best[k] + n * sorted_lengths[k])
+    groups, j = [], main_start
+    while j > 0:
+        groups.append(order[cut[j]:j])
+        j = cut[j]
+    groups.reverse()
+    groups.append(order[main_start:])
+    return groups
 
 
 def _common_prefix_length(sequences: list[list[int]]) -> int:

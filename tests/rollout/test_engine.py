@@ -8,7 +8,8 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.envs.airline.factory import build_env, make_env
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import load_policy, read_agent_config
-from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig, RolloutEngine
+import agentgrpo.rollout.engine as engine_module
+from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig, RolloutEngine, prefill_groups
 from helpers import small_env_config
 
 
@@ -95,3 +96,42 @@ def test_greedy_rollouts_ignore_the_seed(setup):
     _, a = run(setup, seed=1, temperature=0.0)
     _, b = run(setup, seed=2, temperature=0.0)
     assert [t.token_ids for t in a] == [t.token_ids for t in b]
+
+
+def test_grouped_prefill_keeps_sampling_logprobs_exact(setup, monkeypatch):
+    # zero overhead: every distinct chunk length gets its own prefill group
+    monkeypatch.setattr(engine_module, "PREFILL_GROUP_OVERHEAD_TOKENS", 0)
+    bundle, model, chat = setup
+    engine = RolloutEngine(model, chat, RolloutConfig(max_turns=4, max_new_tokens=24, temperature=0.8))
+    trajectories = engine.run(specs(bundle, n_tasks=2, group=4, max_steps=4), seed=5)
+    stats = engine.last_stats
+    assert stats.rounds >= 2 and stats.prefill_forwards > stats.rounds  # some rounds were split
+    forward = PolicyForward(model)
+    for traj in trajectories:
+        ids = torch.tensor([traj.token_ids])
+        mask = torch.tensor([traj.response_mask])
+        with torch.no_grad():
+            recomputed = forward.token_logprobs(ids, torch.ones_like(ids), mask, temperature=0.8).logprobs[0]
+        torch.testing.assert_close(recomputed, torch.tensor(traj.logprobs) * mask[0], atol=2e-4, rtol=0)
+
+
+def _padded_cost(lengths, groups, overhead):
+    *side, main = groups
+    cost = sum(len(g) * max(lengths[i] for i in g) + overhead for g in side)
+    return cost + len(lengths) * max(lengths[i] for i in main)
+
+
+@pytest.mark.parametrize("lengths", [[20, 30, 600, 25, 200, 210, 22], [5] * 6, [1, 100], [300]])
+def test_prefill_groups_partition_rows_at_the_cheapest_cost(lengths):
+    overhead = 64
+    groups = prefill_groups(lengths, overhead)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    assert groups[-1], "the main group is never empty"
+    # brute force over contiguous cuts of the longest-first order
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    best = float("inf")
+    for mask in range(2 ** (len(lengths) - 1)):
+        cuts = [0] + [k + 1 for k in range(len(lengths) - 1) if mask >> k & 1] + [len(lengths)]
+        candidate = [order[a:b] for a, b in zip(cuts, cuts[1:])]
+        best = min(best, _padded_cost(lengths, candidate, overhead))
+    assert _padded_cost(lengths, groups, overhead) == best
