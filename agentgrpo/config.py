@@ -61,7 +61,8 @@ def load_config(
     if experiment:
         path = config_dir / "experiment" / f"{experiment}.yaml"
         if not path.is_file():
-            raise ConfigError(f"experiment={experiment!r} is unknown; choose one of {available_experiments(config_dir)}")
+            choices = available_experiments(config_dir)
+            raise ConfigError(f"experiment={experiment!r} is unknown; choose one of {choices}")
         layers.append(_load_yaml(path))
         layers.append(OmegaConf.create({"experiment": experiment}))
     if config_file is not None:

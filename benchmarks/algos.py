@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
-from agentgrpo.algos import (agg_loss, get_advantage_estimator, kl_penalty, llds_loss,
-                             logprobs_from_logits, policy_loss)
+from agentgrpo.algos import agg_loss, get_advantage_estimator, kl_penalty, llds_loss, logprobs_from_logits, policy_loss
 
 BATCH, HORIZON = 64, 8192
 MODEL_SHAPES = [(4, 512), (8, 1024)]
@@ -88,7 +87,7 @@ def model_ms_per_mtok() -> float:
     for batch, length in MODEL_SHAPES:
         ids = torch.randint(0, vocab, (batch, length))
 
-        def fwd_bwd() -> None:
+        def fwd_bwd(ids: torch.Tensor = ids) -> None:
             logits = model(input_ids=ids).logits[:, :-1]
             logprobs_from_logits(logits, ids[:, 1:]).mean().backward()
             model.zero_grad(set_to_none=True)

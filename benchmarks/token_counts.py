@@ -110,8 +110,9 @@ def main() -> None:
     tau_stats = measure(tau_chat, tau_transcripts, "tau-bench data, domain tokenizer")
 
     if not args.no_smollm2:
-        from agentgrpo.policy.gguf import find_smollm2_gguf
         from transformers import AutoTokenizer
+
+        from agentgrpo.policy.gguf import find_smollm2_gguf
 
         path = find_smollm2_gguf()
         smol = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)

@@ -54,8 +54,9 @@ def tiny_policy_dir(tmp_path_factory) -> Path:
     target = root / "tiny_policy"
     with FileLock(str(root / "tiny_policy.lock")):
         if not (target / "agentgrpo.json").is_file():
-            from agentgrpo.envs.airline.factory import build_env
             from helpers import small_env_config
+
+            from agentgrpo.envs.airline.factory import build_env
             from agentgrpo.policy.hf import build_policy
             from agentgrpo.policy.tokenizer import domain_corpus
 

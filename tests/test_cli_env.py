@@ -50,7 +50,7 @@ def test_env_play_driven_by_stdin(capsys, monkeypatch):
     task = next(t for t in generate_domain(0, n_tasks=23).tasks if t.family == "cancel_refused")
     script = "\n".join([
         "Could you please give me your user id?",
-        '/tool get_user_details {"user_id": "%s"}' % task.user_id,
+        f'/tool get_user_details {{"user_id": "{task.user_id}"}}',
         "/tool no_such_tool {}",
         "I'm sorry, but I cannot cancel that reservation.",
     ]) + "\n"

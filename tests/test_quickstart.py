@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import json
 
-from agentgrpo.quickstart import run_quickstart, split_overrides
 from helpers import SMALL_ENV_OVERRIDES
+
+from agentgrpo.quickstart import run_quickstart, split_overrides
 
 
 def test_split_overrides():

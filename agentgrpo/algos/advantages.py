@@ -18,14 +18,14 @@ the loss: inputs are detached.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Callable, Literal, Union
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Union
 
 import torch
 
 from agentgrpo.algos.segments import gather_segments, running_count, segment_ids
 
-GroupIds = Union[torch.Tensor, Sequence[Any]]
+GroupIds = Union[torch.Tensor, Sequence[Any]]  # noqa: UP007 (a runtime alias; `|` needs 3.10 types)
 LengthNorm = Literal["linear", "sqrt", "none"]
 DiscountUnit = Literal["token", "turn"]
 

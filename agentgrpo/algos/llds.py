@@ -17,7 +17,8 @@ mini-batch of a rollout). Gradients flow only through ``logp``.
 """
 from __future__ import annotations
 
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 import torch
 

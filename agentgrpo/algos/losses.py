@@ -10,13 +10,14 @@ upcast; the gradient reaches them through the cast).
 """
 from __future__ import annotations
 
-from typing import Callable, Literal, Union
+from collections.abc import Callable
+from typing import Literal, Union
 
 import torch
 
 from agentgrpo.algos.advantages import as_float
 
-Number = Union[int, float, torch.Tensor]
+Number = Union[int, float, torch.Tensor]  # noqa: UP007 (a runtime alias)
 AggMode = Literal["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
                   "seq-mean-token-sum-norm"]
 Importance = Literal["token", "sequence"]

@@ -20,7 +20,8 @@ discounts) and uses the remaining arguments as given.
 """
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import torch
 

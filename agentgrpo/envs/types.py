@@ -23,7 +23,7 @@ class Action:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def respond(cls, content: str) -> "Action":
+    def respond(cls, content: str) -> Action:
         return cls(RESPOND, {"content": content})
 
     @property
@@ -34,7 +34,7 @@ class Action:
         return {"name": self.name, "kwargs": self.kwargs}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Action":
+    def from_dict(cls, d: dict[str, Any]) -> Action:
         return cls(d["name"], dict(d.get("kwargs", {})))
 
 

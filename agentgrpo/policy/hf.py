@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import json
-
 import shutil
 import uuid
 from collections.abc import Sequence

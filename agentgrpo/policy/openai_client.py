@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -127,7 +126,7 @@ class OpenAIChatPolicy:
                     raise OpenAIClientError(message, status=exc.code) from None
                 last_error = f"HTTP {exc.code}: {detail}"
                 retry_after = _retry_after_seconds(exc.headers.get("Retry-After"))
-            except (urllib.error.URLError, socket.timeout, ConnectionError) as exc:
+            except (TimeoutError, urllib.error.URLError, ConnectionError) as exc:
                 last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
             except json.JSONDecodeError as exc:
                 message = f"{self.url} did not answer with JSON ({exc.msg})"

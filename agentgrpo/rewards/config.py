@@ -51,7 +51,7 @@ class EntitySchema:
     calendar: bool = False
 
     @classmethod
-    def coerce(cls, name: str, value: Any) -> "EntitySchema":
+    def coerce(cls, name: str, value: Any) -> EntitySchema:
         if isinstance(value, EntitySchema):
             return value
         if not isinstance(value, Mapping) or "pattern" not in value:
@@ -194,7 +194,7 @@ class PRMLiteConfig:
         return {name: cls for cls, names in self.tool_classes.items() for name in names}
 
     @classmethod
-    def from_dict(cls, overrides: Mapping[str, Any]) -> "PRMLiteConfig":
+    def from_dict(cls, overrides: Mapping[str, Any]) -> PRMLiteConfig:
         """Packaged defaults with ``overrides`` applied (see the module docstring)."""
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known
@@ -204,7 +204,7 @@ class PRMLiteConfig:
         return cls(**dict(overrides))
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> "PRMLiteConfig":
+    def from_yaml(cls, path: str | Path) -> PRMLiteConfig:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f) or {}
         if not isinstance(data, Mapping):

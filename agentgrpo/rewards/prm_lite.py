@@ -130,7 +130,7 @@ class PRMLite:
 
     @classmethod
     def from_yaml(cls, path: str | Path,
-                  tool_classes: Mapping[str, Iterable[str]] | None = None) -> "PRMLite":
+                  tool_classes: Mapping[str, Iterable[str]] | None = None) -> PRMLite:
         return cls(PRMLiteConfig.from_yaml(path), tool_classes=tool_classes)
 
     # ---- public API -------------------------------------------------------------

@@ -75,7 +75,7 @@ class GrowableLayer(DynamicLayer):
             self._v = self._v.repeat_interleave(repeats, dim=0)
             self._sync()
 
-    def take(self, rows: torch.Tensor) -> "GrowableLayer":
+    def take(self, rows: torch.Tensor) -> GrowableLayer:
         """A new layer with copies of ``rows``."""
         part = GrowableLayer()
         if self.is_initialized:
@@ -84,7 +84,7 @@ class GrowableLayer(DynamicLayer):
             part._sync()
         return part
 
-    def put_back(self, part: "GrowableLayer", rows: torch.Tensor) -> None:
+    def put_back(self, part: GrowableLayer, rows: torch.Tensor) -> None:
         """Write ``part`` (rows taken earlier, grown since) back at ``rows``; other rows get hole slots."""
         if not part.is_initialized:
             return
@@ -164,14 +164,14 @@ class GrowableCache(Cache):
         self.valid = self.valid.repeat_interleave(repeats, dim=0)
         self.next_position = self.next_position.repeat_interleave(repeats, dim=0)
 
-    def take_rows(self, rows: torch.Tensor) -> "GrowableCache":
+    def take_rows(self, rows: torch.Tensor) -> GrowableCache:
         """A new cache holding copies of ``rows`` (to decode a few rows without the rest)."""
         part = GrowableCache(len(rows), device=self.valid.device)
         part.layers = [layer.take(rows) for layer in self.layers]
         part.valid, part.next_position = self.valid[rows].clone(), self.next_position[rows].clone()
         return part
 
-    def put_back(self, part: "GrowableCache", rows: torch.Tensor) -> None:
+    def put_back(self, part: GrowableCache, rows: torch.Tensor) -> None:
         """Merge ``part`` (from ``take_rows(rows)``) back; the slots it added are holes elsewhere."""
         grown = part.length - self.length
         for layer, part_layer in zip(self.layers, part.layers):

@@ -7,7 +7,6 @@ import torch
 
 from agentgrpo.agent.types import Trajectory
 
-
 _TOKEN_FIELDS = {"input_ids", "attention_mask", "response_mask", "rollout_logprobs", "advantages", "old_logprobs",
                  "ref_logprobs"}
 
@@ -38,7 +37,7 @@ class RolloutBatch:
     def size(self) -> int:
         return self.input_ids.shape[0]
 
-    def select(self, rows: torch.Tensor | list[int]) -> "RolloutBatch":
+    def select(self, rows: torch.Tensor | list[int]) -> RolloutBatch:
         """The sub-batch of ``rows``, trimmed to its longest row."""
         rows = torch.as_tensor(rows, dtype=torch.long)
         width = max(1, int(self.attention_mask[rows].sum(dim=1).max().item()))

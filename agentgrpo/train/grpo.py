@@ -270,7 +270,8 @@ class GRPOTrainer:
         specs = [EpisodeSpec(make_env(self.bundle, task, cfg.env, user_seed=derive_seed("val", cfg.seed, i),
                                       max_steps=cfg.rollout.max_turns), task.task_id, f"val:{i}")
                  for i, task in enumerate(tasks)]
-        engine = RolloutEngine(self.model, self.chat, dataclasses.replace(cfg.rollout, temperature=cfg.trainer.val_temperature))
+        val_rollout = dataclasses.replace(cfg.rollout, temperature=cfg.trainer.val_temperature)
+        engine = RolloutEngine(self.model, self.chat, val_rollout)
         trajectories = engine.run(specs, seed=derive_seed("val", cfg.seed, step))
         return {"val/pass1": statistics.fmean(t.outcome_reward for t in trajectories) if trajectories else 0.0}
 

@@ -8,7 +8,7 @@ them and never branches on the experiment's name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 from agentgrpo.envs.airline.factory import EnvConfig
 from agentgrpo.rollout.engine import RolloutConfig
@@ -30,7 +30,7 @@ class AlgoConfig:
     """Registered advantage estimator: grpo (A/L), lata (A/√L), turn_discount, turn_discount_lata, dr_grpo."""
     norm_by_std: bool = True
     """Divide group-centred rewards by the group std (GRPO); False = Dr. GRPO."""
-    turn_discount_alpha: Optional[float] = None
+    turn_discount_alpha: float | None = None
     """α of Turn-Discount weights α^(L−1−k); None uses the estimator's default (1.05 where it applies)."""
     turn_credit_coef: float = 0.0
     """β of per-turn PRM credit (DESIGN §3.4, prm_credit: turn); 0 disables it."""
@@ -64,7 +64,7 @@ class AlgoConfig:
 class RewardConfig:
     process_coef: float = 0.0
     """Reward = outcome + process_coef · PRM-Lite process score (0.3 in the seed study)."""
-    prm_weights: Optional[str] = None
+    prm_weights: str | None = None
     """A PRM-Lite YAML to use instead of the packaged weights."""
 
 
@@ -120,7 +120,8 @@ class TrainerConfig:
             )
         if self.micro_batch_size < 1 or self.mini_batch_size % self.micro_batch_size:
             raise ValueError(
-                f"trainer.micro_batch_size ({self.micro_batch_size}) must divide mini_batch_size ({self.mini_batch_size})"
+                f"trainer.micro_batch_size ({self.micro_batch_size}) must divide "
+                f"mini_batch_size ({self.mini_batch_size})"
             )
         self.betas = tuple(self.betas)  # type: ignore[assignment]
 

@@ -15,7 +15,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import torch
 
@@ -23,8 +23,8 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.format import message_text, openai_assistant_text
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_examples
 from agentgrpo.config import to_dict, to_yaml
-from agentgrpo.envs.airline.factory import EnvBundle, EnvConfig, build_env, make_env
 from agentgrpo.envs.airline.environment import run_episode
+from agentgrpo.envs.airline.factory import EnvBundle, EnvConfig, build_env, make_env
 from agentgrpo.envs.airline.oracle import OracleAgent
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import build_policy, load_policy, save_policy
@@ -77,7 +77,7 @@ class SFTConfig:
     run_dir: str = "runs/sft"
     policy: str = "tiny"
     """A built preset (tiny, small: tokenizer trained on domain text, random init) or a checkpoint."""
-    prompt_style: Optional[Literal["full", "compact"]] = None
+    prompt_style: Literal["full", "compact"] | None = None
     """System prompt: full (policy + JSON schemas) or compact; None = compact for built presets."""
     env: EnvConfig = field(default_factory=EnvConfig)
     data: SFTDataConfig = field(default_factory=SFTDataConfig)

@@ -93,7 +93,9 @@ MALFORMED = {
     "two blocks": (block('{"name": "think", "arguments": {}}') + "\n" + block('{"name": "think", "arguments": {}}'),
                    "found 2 <tool_call> blocks"),
     "two opens": ("<tool_call>\n<tool_call>\n{}\n</tool_call>", "found 2"),
-    "call then message": (block('{"name": "think", "arguments": {}}') + "\nDone, anything else?", "text after </tool_call>"),
+    "call then message": (
+        block('{"name": "think", "arguments": {}}') + "\nDone, anything else?", "text after </tool_call>"
+    ),
     "unclosed": ('Let me look.\n<tool_call>\n{"name": "think", "arguments": {}}', "unclosed <tool_call>"),
     "stray close": ('{"name": "think", "arguments": {}}\n</tool_call>', "stray </tool_call> without"),
     "close before open": ("</tool_call> hmm <tool_call>", "stray </tool_call> before"),
@@ -191,7 +193,8 @@ def test_openai_message_keeps_only_the_first_of_parallel_calls():
     parsed = parse_openai_message(message, TOOLS)
     assert (parsed.kind, parsed.name, parsed.arguments) == ("tool", "think", {"thought": "a"})
     stored = openai_assistant_message(parsed, call_id="c1")
-    assert stored == {"role": "assistant", "content": None, "tool_calls": [_api_call("think", '{"thought": "a"}', "c1")]}
+    expected_call = _api_call("think", '{"thought": "a"}', "c1")
+    assert stored == {"role": "assistant", "content": None, "tool_calls": [expected_call]}
     # rendered for our template, both calls show, which our one-call format calls invalid
     assert parse_assistant(openai_assistant_text(message), TOOLS).kind == "invalid"
 

@@ -28,7 +28,9 @@ def test_hand_sized_example(chat_format):
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"},
                 {"role": "assistant", "content": "Hello!"}]
     example = build_sft_example(chat_format, messages)
-    prompt = chat_format.encode("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+    prompt = chat_format.encode(
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    )
     turn = chat_format.encode("Hello!")
     assert example.input_ids == prompt + turn + [chat_format.end_of_turn_id] + chat_format.encode("\n")
     assert example.labels == [IGNORE_INDEX] * len(prompt) + turn + [chat_format.end_of_turn_id, IGNORE_INDEX]
@@ -51,7 +53,8 @@ def test_tool_calls_and_messages_on_a_real_transcript(domain, chat_format):
 
 def test_openai_and_chat_shapes_give_the_same_example(domain, chat_format):
     messages = gold_transcript(domain, 4)
-    assert build_sft_example(chat_format, messages) == build_sft_example(chat_format, chat_format.chat_messages(messages))
+    from_openai = build_sft_example(chat_format, chat_format.chat_messages(messages))
+    assert build_sft_example(chat_format, messages) == from_openai
 
 
 def test_max_length_truncates_from_the_end(chat_format):

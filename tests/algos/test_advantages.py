@@ -9,8 +9,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgrpo.algos import (group_advantages, group_stats, length_normalizer, token_advantages,
-                             turn_credit_tokens, turn_discount_weights)
+from agentgrpo.algos import (
+    group_advantages,
+    group_stats,
+    length_normalizer,
+    token_advantages,
+    turn_credit_tokens,
+    turn_discount_weights,
+)
 
 from . import oracles
 

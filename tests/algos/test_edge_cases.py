@@ -10,8 +10,15 @@ import math
 import pytest
 import torch
 
-from agentgrpo.algos import (AGG_MODES, advantage_estimator_names, agg_loss,
-                             get_advantage_estimator, kl_penalty, llds_loss, policy_loss)
+from agentgrpo.algos import (
+    AGG_MODES,
+    advantage_estimator_names,
+    agg_loss,
+    get_advantage_estimator,
+    kl_penalty,
+    llds_loss,
+    policy_loss,
+)
 
 BUILTIN = ["grpo", "lata", "turn_discount", "turn_discount_lata", "dr_grpo"]
 

@@ -6,8 +6,13 @@ import math
 import pytest
 import torch
 
-from agentgrpo.algos import (advantage_estimator_names, get_advantage_estimator, group_advantages,
-                             register_advantage_estimator, token_advantages)
+from agentgrpo.algos import (
+    advantage_estimator_names,
+    get_advantage_estimator,
+    group_advantages,
+    register_advantage_estimator,
+    token_advantages,
+)
 
 from . import oracles
 

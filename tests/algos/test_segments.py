@@ -5,8 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgrpo.algos.segments import (gather_segments, max_segments, segment_ids, segment_starts,
-                                      segment_sum)
+from agentgrpo.algos.segments import gather_segments, max_segments, segment_ids, segment_starts, segment_sum
 
 from . import oracles
 

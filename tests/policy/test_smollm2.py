@@ -45,7 +45,8 @@ def check_model_and_special_tokens(smollm2):
     n = sum(p.numel() for p in model.parameters())
     assert 130_000_000 < n < 140_000_000 and model.config.num_hidden_layers == 30
     # the GGUF says bos <|im_start|>, eos = pad <|im_end|>; transformers' conversion needs our fix
-    assert (tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token) == ("<|im_start|>", "<|im_end|>", "<|im_end|>")
+    special = (tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token)
+    assert special == ("<|im_start|>", "<|im_end|>", "<|im_end|>")
     assert chat.end_of_turn == "<|im_end|>" and chat.eos_token_ids == [2] and chat.pad_token_id == 2
 
 

@@ -20,7 +20,8 @@ def tokenizer(corpus):
 def test_vocabulary_size_and_special_tokens(tokenizer):
     assert len(tokenizer) == 4096
     assert tokenizer.convert_tokens_to_ids(["<|endoftext|>", "<|im_start|>", "<|im_end|>"]) == [0, 1, 2]
-    assert (tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token) == ("<|endoftext|>", "<|im_end|>", "<|endoftext|>")
+    special = (tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token)
+    assert special == ("<|endoftext|>", "<|im_end|>", "<|endoftext|>")
     # the two tool-call tags are the last two ids, single tokens, and not special
     assert tokenizer.convert_tokens_to_ids(["<tool_call>", "</tool_call>"]) == [4094, 4095]
     assert "<tool_call>" not in tokenizer.all_special_tokens

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import small_env_config
 
+import agentgrpo.rollout.engine as engine_module
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.envs.airline.factory import build_env, make_env
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import load_policy, read_agent_config
-import agentgrpo.rollout.engine as engine_module
 from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig, RolloutEngine, prefill_groups
-from helpers import small_env_config
 
 
 @pytest.fixture(scope="module")
@@ -68,17 +68,20 @@ def test_tokens_masks_turns_and_transcript_agree(setup):
     assert engine.last_stats.prefill_tokens < prompt_tokens + sum(len(t.token_ids) for t in trajectories)
 
 
-def test_sampling_logprobs_match_the_training_forward(setup):
-    bundle, model, chat = setup
-    _, trajectories = run(setup, seed=2, temperature=0.8)
+def assert_sampling_logprobs_match_the_training_forward(model, trajectories, temperature):
     forward = PolicyForward(model)
     for traj in trajectories:
         ids = torch.tensor([traj.token_ids])
         mask = torch.tensor([traj.response_mask])
         with torch.no_grad():
-            recomputed = forward.token_logprobs(ids, torch.ones_like(ids), mask, temperature=0.8).logprobs[0]
+            recomputed = forward.token_logprobs(ids, torch.ones_like(ids), mask, temperature=temperature).logprobs[0]
         sampled = torch.tensor(traj.logprobs) * mask[0]
         torch.testing.assert_close(recomputed, sampled, atol=2e-4, rtol=0)
+
+
+def test_sampling_logprobs_match_the_training_forward(setup):
+    _, trajectories = run(setup, seed=2, temperature=0.8)
+    assert_sampling_logprobs_match_the_training_forward(setup[1], trajectories, 0.8)
 
 
 def test_turn_limit_and_token_budget_end_episodes(setup):
@@ -106,13 +109,7 @@ def test_grouped_prefill_keeps_sampling_logprobs_exact(setup, monkeypatch):
     trajectories = engine.run(specs(bundle, n_tasks=2, group=4, max_steps=4), seed=5)
     stats = engine.last_stats
     assert stats.rounds >= 2 and stats.prefill_forwards > stats.rounds  # some rounds were split
-    forward = PolicyForward(model)
-    for traj in trajectories:
-        ids = torch.tensor([traj.token_ids])
-        mask = torch.tensor([traj.response_mask])
-        with torch.no_grad():
-            recomputed = forward.token_logprobs(ids, torch.ones_like(ids), mask, temperature=0.8).logprobs[0]
-        torch.testing.assert_close(recomputed, torch.tensor(traj.logprobs) * mask[0], atol=2e-4, rtol=0)
+    assert_sampling_logprobs_match_the_training_forward(model, trajectories, 0.8)
 
 
 def _padded_cost(lengths, groups, overhead):

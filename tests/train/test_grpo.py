@@ -6,12 +6,12 @@ import math
 
 import pytest
 import torch
+from helpers import SMALL_ENV_OVERRIDES
 
 from agentgrpo.agent.types import Step, Trajectory, Turn
 from agentgrpo.config import load_config
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
-from helpers import SMALL_ENV_OVERRIDES
 
 EXPERIMENTS = ["vanilla", "turn_discount", "lata", "prm_lite", "joint", "llds", "joint_llds"]
 
@@ -66,7 +66,8 @@ def test_llds_is_zero_on_the_first_update_and_active_after(tiny_policy_dir, tmp_
 
 def synthetic_trajectories(pad_token_id: int) -> list[Trajectory]:
     """Two groups of two: rewards (1, 0) and (1, 1); responses of 3, 2, 2, 4 tokens."""
-    layouts = [([5, 6, 7, 8], [9, 10, 11]), ([5, 6, 7, 8], [12, 13]), ([5, 6, 20], [21, 22]), ([5, 6, 20], [23, 24, 25, 26])]
+    layouts = [([5, 6, 7, 8], [9, 10, 11]), ([5, 6, 7, 8], [12, 13]),
+               ([5, 6, 20], [21, 22]), ([5, 6, 20], [23, 24, 25, 26])]
     rewards = [1.0, 0.0, 1.0, 1.0]
     trajectories = []
     for index, ((prompt, response), reward) in enumerate(zip(layouts, rewards)):

@@ -8,11 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+from helpers import SMALL_ENV_OVERRIDES
 from safetensors.torch import load_file
 
 from agentgrpo.train.tracking import read_metrics
-
-from helpers import SMALL_ENV_OVERRIDES
 
 
 def command(policy_dir: Path, run_dir: Path) -> list[str]:

@@ -22,8 +22,8 @@ from agentgrpo.envs.airline.db import TAU_BENCH_AIRPORTS, AirlineState, BaseDB, 
 from agentgrpo.envs.airline.grader import (
     GoldHashCache,
     GradeResult,
-    grade_episode,
     gold_replay_actions,
+    grade_episode,
 )
 from agentgrpo.envs.airline.schema import ArgumentError, validate_arguments
 from agentgrpo.envs.airline.tools import TOOL_KINDS, TOOL_SCHEMAS, AirlineTools, Compat, ToolError

@@ -8,7 +8,7 @@ covered_seen / uncovered_seen / unseen splits, and ``make_env`` wraps one task i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 from agentgrpo.envs.airline.domain import AirlineDomain
 from agentgrpo.envs.airline.environment import AirlineEnv
@@ -62,13 +62,13 @@ class UserConfig:
 class EnvConfig:
     source: Literal["generated", "tau_bench"] = "generated"
     """Task source: a seeded generated world (offline default) or a τ-bench-format directory."""
-    data_dir: Optional[str] = None
+    data_dir: str | None = None
     """τ-bench data directory (users.json, flights.json, reservations.json, policy.md, tasks_test.json)."""
     seed: int = 0
     """World, task and split seed of the generated source."""
     n_tasks: int = 50
     """Tasks to generate (≥ the sum of the split sizes)."""
-    compat: Optional[Literal["tau_bench", "fixed"]] = None
+    compat: Literal["tau_bench", "fixed"] | None = None
     """Tool semantics: τ-bench's quirks or τ²-bench's fixes; None = the source's default."""
     world: WorldConfig = field(default_factory=WorldConfig)
     splits: SplitConfig = field(default_factory=SplitConfig)

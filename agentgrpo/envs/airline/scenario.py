@@ -99,7 +99,7 @@ class Scenario:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Scenario":
+    def from_dict(cls, data: dict[str, Any]) -> Scenario:
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
@@ -112,7 +112,7 @@ class Scenario:
         return cls(**values)
 
     @classmethod
-    def of(cls, value: Any) -> "Scenario":
+    def of(cls, value: Any) -> Scenario:
         """The scenario of a task, whether stored as a ``Scenario`` or as its dict."""
         if isinstance(value, Scenario):
             return value

@@ -15,11 +15,27 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from agentgrpo.envs.airline.calculator import evaluate_expression
-from agentgrpo.envs.airline.db import (BAG_PRICE, CERTIFICATE_IDS, INSURANCE_PRICE,
-                                       NEW_RESERVATION_IDS, NOW_ISO, TAU_BENCH_AIRPORTS, Store)
-from agentgrpo.envs.airline.schema import (CabinClass, FlightRef, FlightType, Insurance,
-                                           PassengerInfo, PaymentSplit, ToolKind, function_schema,
-                                           tool, tool_kinds)
+from agentgrpo.envs.airline.db import (
+    BAG_PRICE,
+    CERTIFICATE_IDS,
+    INSURANCE_PRICE,
+    NEW_RESERVATION_IDS,
+    NOW_ISO,
+    TAU_BENCH_AIRPORTS,
+    Store,
+)
+from agentgrpo.envs.airline.schema import (
+    CabinClass,
+    FlightRef,
+    FlightType,
+    Insurance,
+    PassengerInfo,
+    PaymentSplit,
+    ToolKind,
+    function_schema,
+    tool,
+    tool_kinds,
+)
 
 Compat = Literal["tau_bench", "fixed"]
 
