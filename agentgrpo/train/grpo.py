@@ -185,9 +185,10 @@ class GRPOTrainer:
             batch.scores, batch.group_ids, batch.response_mask,
             norm_by_std=algo.norm_by_std, turn_discount_alpha=algo.turn_discount_alpha,
             turn_credit=batch.turn_scores, turn_credit_mask=batch.turn_mask,
-            turn_credit_coef=algo.turn_credit_coef,
+            turn_credit_coef=algo.turn_credit_coef, eps=algo.adv_std_eps,
         )
-        batch.seq_advantages = group_advantages(batch.scores, batch.group_ids, norm_by_std=algo.norm_by_std)
+        batch.seq_advantages = group_advantages(batch.scores, batch.group_ids, norm_by_std=algo.norm_by_std,
+                                                eps=algo.adv_std_eps)
         return batch, metrics
 
     @torch.no_grad()

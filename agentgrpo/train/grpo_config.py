@@ -30,6 +30,10 @@ class AlgoConfig:
     """Registered advantage estimator: grpo (A/L), lata (A/√L), turn_discount, turn_discount_lata, dr_grpo."""
     norm_by_std: bool = True
     """Divide group-centred rewards by the group std (GRPO); False = Dr. GRPO."""
+    adv_std_eps: float = 1e-6
+    """ε in A = (R − mean) / (std + ε). Raising it (e.g. 0.1) keeps groups whose rewards
+    differ only by the process score (all episodes succeed, or all fail) from being scaled
+    up to unit advantages, so PRM-Lite acts as a tie-breaker (docs/results/grpo-tuning.md)."""
     turn_discount_alpha: float | None = None
     """α of Turn-Discount weights α^(L−1−k); None uses the estimator's default (1.05 where it applies)."""
     turn_credit_coef: float = 0.0
@@ -58,6 +62,8 @@ class AlgoConfig:
             raise ValueError("algo.clip_low and algo.clip_high must be > 0")
         if self.kl_coef < 0 or self.llds_coef < 0:
             raise ValueError("algo.kl_coef and algo.llds_coef must be >= 0")
+        if self.adv_std_eps <= 0:
+            raise ValueError(f"algo.adv_std_eps must be > 0, got {self.adv_std_eps}")
 
 
 @dataclass

@@ -100,6 +100,7 @@ def test_vanilla_update_equals_the_hand_checked_grpo_gradient(tiny_policy_dir, t
     # by hand: ratio = 1, so loss = -(1/B) Σ_b Σ_t (A_b / L_b) · logp[b, t] and the SGD step is -∇loss
     trainer.model.zero_grad()
     logits = trainer.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    logits = logits / config.rollout.temperature  # log-probs of the sampling distribution
     logp = torch.log_softmax(logits, -1).gather(-1, batch.input_ids[:, 1:, None])[..., 0]
     mask = batch.response_mask[:, 1:]
     lengths = mask.sum(dim=1)
@@ -110,3 +111,18 @@ def test_vanilla_update_equals_the_hand_checked_grpo_gradient(tiny_policy_dir, t
     trainer.update(batch, step=0)
     for got, want in zip(trainer.model.parameters(), expected):
         torch.testing.assert_close(got.detach(), want, atol=2e-6, rtol=1e-5)
+
+
+def test_adv_std_eps_keeps_process_only_differences_small(tiny_policy_dir, tmp_path):
+    config = fast_config(tiny_policy_dir, tmp_path, "experiment=joint", "algo.kl_coef=0",
+                         "algo.adv_std_eps=0.1", "trainer.mini_batch_size=4", "trainer.micro_batch_size=2",
+                         "trainer.tasks_per_step=2")
+    trainer = GRPOTrainer(config)
+    trajectories = synthetic_trajectories(trainer.chat.pad_token_id)
+    # group 2 both succeed; their total rewards differ only by 0.3 x a process-score gap of 0.01
+    for traj, total in zip(trajectories, [1.0, 0.0, 1.003, 1.0]):
+        traj.info["total_reward"] = total
+    batch, _ = trainer.compute_advantages(trajectories)
+    # group (1, 0): std 0.5 → ±0.5/0.6; group (1.003, 1): std 0.0015 → ±0.0015/0.1015 (not ±1)
+    a, b = 0.5 / 0.6, 0.0015 / 0.1015
+    torch.testing.assert_close(batch.seq_advantages, torch.tensor([a, -a, b, -b]), atol=1e-5, rtol=1e-4)
