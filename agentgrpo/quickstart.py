@@ -20,6 +20,22 @@ from agentgrpo.config import ConfigError, load_config
 
 STAGES = ("sft", "grpo", "eval")
 
+QUICKSTART_DEFAULTS: dict[str, list[str]] = {
+    "sft": [],
+    # grpo.yaml keeps the seed's batch shape (4 tasks x G=8) and k3 KL 0.01; the quickstart
+    # fits ~6 minutes of GRPO on 2 cores (docs/results/grpo-tuning.md): more tasks per step
+    # with smaller groups, no KL reference and the sampler's log-probs as old log-probs
+    # (one forward fewer each), no LLD diagnostic pass; and a std floor so groups whose
+    # rewards differ only by PRM-Lite's process score are not scaled to unit advantages.
+    "grpo": [
+        "trainer.steps=8", "trainer.tasks_per_step=8", "trainer.group_size=4",
+        "algo.kl_coef=0", "algo.adv_std_eps=0.1", "trainer.old_logprobs=rollout",
+        "trainer.lld_diagnostic=false",
+    ],
+    "eval": ["trials=2"],
+}
+"""Stage overrides the quickstart applies before the user's own (which win)."""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("quickstart", help="SFT → GRPO (joint) → evaluation → report, on CPU")
@@ -53,6 +69,7 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stage = split_overrides(list(overrides or []))
+    stage = {name: [*QUICKSTART_DEFAULTS[name], *stage[name]] for name in STAGES}
     sft_config = load_config(SFTConfig, [*stage["sft"], f"run_dir={out / 'sft'}"], defaults="sft.yaml")
     grpo_config = load_config(
         GRPOConfig, [f"experiment={experiment}", *stage["grpo"], f"run_dir={out / 'grpo'}",
@@ -82,6 +99,7 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
         "paths": {"sft": str(sft_final), "grpo": str(grpo_final)},
         "timings": timings,
         "eval": {"trials": eval_config.trials, "temperature": eval_config.rollout.temperature},
+        "overrides": stage,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     write_report(out, experiment, reports, summary)
@@ -101,7 +119,8 @@ def write_report(out: Path, experiment: str, reports: dict, summary: dict) -> Pa
         f"Wall time {summary['wall_seconds'] / 60:.1f} min (SFT {t['sft_seconds']:.0f} s, "
         f"GRPO {t['grpo_seconds']:.0f} s, evaluation {t['eval_seconds']:.0f} s). "
         f"Evaluation: {summary['eval']['trials']} trial(s) per task, temperature "
-        f"{summary['eval']['temperature']}, scripted user.\n\n"
+        f"{summary['eval']['temperature']}, scripted user. GRPO overrides of `grpo.yaml`: "
+        f"`{' '.join(summary['overrides']['grpo'])}`.\n\n"
         f"{table}\n"
         f"![training curves]({png.name})\n\n"
         "Details: `eval_sft/eval.md`, `eval_grpo/eval.md`, transcripts in `eval_*/transcripts.jsonl`, "

@@ -5,7 +5,9 @@ action goes to the environment (a tool) or to the user simulator (a message), an
 answer is *appended* to that episode's token stream. The KV cache of all live
 episodes stays resident between rounds (``GrowableCache``), so a turn costs the
 prefill of its new tokens plus decoding, never a re-encode of the conversation; the
-system prompt every episode shares is prefilled once and broadcast.
+system prompt every episode shares is prefilled once and broadcast, and each round's
+prefill is split into groups of similar length so a long tool result does not pad every
+other row to its length.
 
 What comes out is one ``Trajectory`` per episode: token ids, the response mask (1 on
 sampled tokens), sampling log-probs, turn spans, steps, the transcript, the reward.
