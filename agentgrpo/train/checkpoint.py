@@ -39,7 +39,7 @@ def save_checkpoint(
     keep_last: int | None = None,
     agent_config: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``checkpoints/step_XXXXXX`` atomically and return its path."""
+    """Write ``checkpoints/step_<step, 6 digits>`` atomically and return its path."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / checkpoint_name(step)
