@@ -219,7 +219,9 @@ class PRMLite:
             return 0.0
         count = len(step_scores)
         if self.config.step_mean_over == "actions":
-            count = max(1, sum(1 for f in facts if not f.explicit_think))
+            count = sum(1 for f in facts if not f.explicit_think)
+            if count == 0:  # only think calls: no action to average over, and no bonus for thinking alone
+                return 0.0
         return sum(step_scores) / count
 
     def _step_rules(self, step: Step, fact: _Facts, facts: list[_Facts],

@@ -141,3 +141,10 @@ def test_scoring_a_30_step_trajectory_is_fast(tau_bench_dir):
     per_call = (time.perf_counter() - start) / runs
     assert {"B2", "B3", "B7", "P4", "P8"} <= set(res.fired)
     assert per_call < 0.01, f"{per_call * 1e3:.2f} ms per 30-step trajectory"   # ~0.2 ms here
+
+
+def test_a_trajectory_of_think_calls_only_has_no_step_mean():
+    think = Step("tool", "think", {"thought": "plan the refund step by step"}, "", text="")
+    result = PRM.score_steps([think, think])
+    assert "B5" in result.fired  # the first think still earns its bonus as a step score
+    assert result.mean_step == 0.0 and result.process_score == approx(result.trajectory_adjustment)
