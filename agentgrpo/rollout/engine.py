@@ -224,7 +224,6 @@ class RolloutEngine:
         self.last_stats.prefill_tokens += sum(lengths)
         *side_groups, main_group = prefill_groups(lengths, PREFILL_GROUP_OVERHEAD_TOKENS)
         self.last_stats.prefill_forwards += len(side_groups) + 1
-        logits: torch.Tensor | None = None
         parts = []
         for group in side_groups:
             index = torch.tensor(group)
@@ -302,7 +301,7 @@ class RolloutEngine:
 
 
 PARK_RATIO = 4
-"""Decode the rows still generating apart once they are at most 1/PARK_RATIO of the rest."""
+"""Decode the rows still generating apart once they are at most 1/PARK_RATIO of the turn's rows."""
 
 PREFILL_GROUP_OVERHEAD_TOKENS = 64
 """Fixed cost of one extra prefill forward (launch, row copies), in token-forwards."""
@@ -318,6 +317,8 @@ def prefill_groups(lengths: list[int], overhead: float) -> list[list[int]]:
     unless ``lengths`` is).
     """
     n = len(lengths)
+    if n == 0:
+        return [[]]
     order = sorted(range(n), key=lambda i: -lengths[i])
     sorted_lengths = [lengths[i] for i in order]
     # best[j]: cheapest cost of putting sorted rows [0, j) into side groups; cut[j]: its last start
@@ -327,8 +328,6 @@ def prefill_groups(lengths: list[int], overhead: float) -> list[list[int]]:
             cost = best[i] + (j - i) * sorted_lengths[i] + overhead
             if cost < best[j]:
                 best[j], cut[j] = cost, i
-    if n == 0:
-        return [[]]
     main_start = min(range(n), key=lambda k: best[k] + n * sorted_lengths[k])
     groups, j = [], main_start
     while j > 0:
