@@ -8,7 +8,7 @@ import pytest
 
 from agentgrpo.envs.airline import AirlineDomain, load_tau_bench
 from agentgrpo.envs.airline.calculator import ExpressionError, evaluate_expression
-from agentgrpo.envs.airline.schema import parse_docstring
+from agentgrpo.envs.airline.schema import ArgumentError, parse_docstring, validate_arguments
 
 FLIGHT = ["array", {"required": ["flight_number", "date"], "flight_number": "string", "date": "string"}]
 PASSENGERS = ["array", {"required": ["first_name", "last_name", "dob"],
@@ -135,11 +135,6 @@ def test_parse_docstring_joins_continuation_lines():
      {"reservation_id": "YAX4DR", "cabin": "economy", "flights": [{"flight_number": "HAT001"}],
       "payment_id": "x"},
      "Error: invalid arguments for update_reservation_flights: argument 'flights[0]' is missing the field 'date'"),
-    ("update_reservation_flights",
-     {"reservation_id": "YAX4DR", "cabin": "economy",
-      "flights": [{"flight_number": "HAT001", "date": "2024-05-20", "price": 1}], "payment_id": "x"},
-     "Error: invalid arguments for update_reservation_flights: argument 'flights[0]' has an unexpected "
-     "field 'price'"),
     ("update_reservation_passengers",
      {"reservation_id": "YAX4DR", "passengers": [{"first_name": "A", "last_name": "B", "dob": None}]},
      "Error: invalid arguments for update_reservation_passengers: argument 'passengers[0].dob' must be a "
@@ -149,6 +144,39 @@ def test_bad_calls_are_error_observations(domain, name, kwargs, message):
     state = domain.new_state()
     assert domain.execute(state, name, kwargs) == message
     assert state.num_touched == 0
+
+
+def test_extra_nested_fields_rejected_in_fixed_mode_kept_in_tau_bench_mode(tau_bench_dir, domain):
+    kwargs = {"reservation_id": "NOPE00", "cabin": "economy", "payment_id": "x",
+              "flights": [{"flight_number": "HAT001", "date": "2024-05-20", "price": 1}]}
+    fixed = load_tau_bench(tau_bench_dir, compat="fixed")
+    assert fixed.execute(fixed.new_state(), "update_reservation_flights", kwargs) == (
+        "Error: invalid arguments for update_reservation_flights: argument 'flights[0]' has an unexpected "
+        "field 'price'")
+    # τ-bench reads only the fields it uses: the call gets as far as the tool itself
+    assert domain.execute(domain.new_state(), "update_reservation_flights", kwargs) == (
+        "Error: reservation not found")
+    # unknown top-level arguments stay errors in both modes (τ-bench's invoke(**kwargs) raises)
+    for dom in (domain, fixed):
+        assert dom.execute(dom.new_state(), "get_user_details", {"user_id": "a", "verbose": True}) == (
+            "Error: invalid arguments for get_user_details: unexpected argument 'verbose'")
+
+
+def test_kept_extra_fields_are_checked_json_copies():
+    flights = {"type": "object", "properties": {
+        "flights": {"type": "array", "items": {"type": "object", "properties": {"date": {"type": "string"}},
+                                               "required": ["date"]}}}}
+    extra = {"note": ["a", {"b": None}], "n": 1.5}
+    given = {"flights": [{"note": extra["note"], "date": "2024-05-20", "n": 1.5}]}
+    kept = validate_arguments(flights, given, "keep")
+    assert kept == given and list(kept["flights"][0]) == ["note", "date", "n"]  # the caller's order
+    assert kept["flights"][0]["note"] is not extra["note"] and kept["flights"][0]["note"][1] is not extra["note"][1]
+    for bad, message in [({1: 2}, "field name that is not a string"), (math.nan, "finite number"),
+                         (2**60, "out of range"), ({1, 2}, "must be a JSON value")]:
+        with pytest.raises(ArgumentError, match=message):
+            validate_arguments(flights, {"flights": [{"date": "d", "x": bad}]}, "keep")
+    with pytest.raises(ArgumentError, match="unexpected field 'note'"):
+        validate_arguments(flights, given)  # "reject" is the default
 
 
 def test_validated_arguments_are_copies(domain):

@@ -198,6 +198,52 @@ def test_update_reservation_flights_errors(domain):
     assert reservation["payment_history"] == domain.data["reservations"]["1N99U6"]["payment_history"]
 
 
+
+def test_update_reservation_flights_extra_fields_tau_bench_accepts_fixed_rejects(domain, fixed):
+    """Agents often copy origin/destination into the flight entries. τ-bench reads only
+    flight_number and date, then overwrites price/origin/destination on its copy of the
+    caller's dict: the database ends exactly as without the extra keys."""
+    plain = [{"flight_number": "HAT266", "date": "2024-05-19"}, {"flight_number": "HAT112", "date": "2024-05-27"}]
+    # HAT266 is new (LAS -> IAH), HAT112 on 05-27 is kept (IAH -> LAS); a wrong origin is overwritten too
+    extra = [{"flight_number": "HAT266", "date": "2024-05-19", "origin": "LAS", "destination": "IAH"},
+             {"flight_number": "HAT112", "date": "2024-05-27", "origin": "XXX", "destination": "LAS"}]
+    args = dict(reservation_id="1N99U6", cabin="economy", payment_id="gift_card_5634230")
+    with_plain, with_extra = domain.new_state(), domain.new_state()
+    expected = json.loads(call(domain, with_plain, "update_reservation_flights", flights=plain, **args))
+    reservation = json.loads(call(domain, with_extra, "update_reservation_flights", flights=extra, **args))
+    assert reservation == expected
+    assert with_extra.db_hash() == with_plain.db_hash() != domain.new_state().db_hash()
+    # τ-bench's key order: the caller's keys, then price
+    assert list(reservation["flights"][0]) == ["flight_number", "date", "origin", "destination", "price"]
+    assert reservation["flights"][1] == {"flight_number": "HAT112", "date": "2024-05-27", "origin": "IAH",
+                                         "destination": "LAS", "price": 184}
+    state = fixed.new_state()
+    assert call(fixed, state, "update_reservation_flights", flights=extra, **args) == (
+        "Error: invalid arguments for update_reservation_flights: argument 'flights[0]' has an unexpected "
+        "field 'origin'")
+    assert state.num_touched == 0
+
+
+def test_book_reservation_stores_extra_fields_as_tau_bench(domain, fixed):
+    """τ-bench stores the caller's flight, passenger and payment dicts: extra keys that it
+    does not overwrite stay in the reservation (and so change the database hash)."""
+    flights = [{**ref, "origin": "JFK", "destination": "ATL"} if i == 0 else ref
+               for i, ref in enumerate(MIA_BOOKING["flights"])]
+    plain, same = domain.new_state(), domain.new_state()
+    call(domain, plain, "book_reservation", **MIA_BOOKING)
+    call(domain, same, "book_reservation", **{**MIA_BOOKING, "flights": flights})
+    assert same.db_hash() == plain.db_hash()
+    passengers = [{**MIA_BOOKING["passengers"][0], "gender": "female"}, MIA_BOOKING["passengers"][1]]
+    payments = [{**MIA_BOOKING["payment_methods"][0], "note": "certificate"}, MIA_BOOKING["payment_methods"][1]]
+    state = domain.new_state()
+    reservation = json.loads(call(domain, state, "book_reservation",
+                                  **{**MIA_BOOKING, "passengers": passengers, "payment_methods": payments}))
+    assert reservation["passengers"] == passengers and reservation["payment_history"] == payments
+    assert state.db_hash() != plain.db_hash()
+    assert call(fixed, fixed.new_state(), "book_reservation", **{**MIA_BOOKING, "passengers": passengers}) == (
+        "Error: invalid arguments for book_reservation: argument 'passengers[0]' has an unexpected field "
+        "'gender'")
+
 def test_update_reservation_baggages(domain):
     state = domain.new_state()
     # YAX4DR has 0 non-free bags; 2 more non-free bags cost 2 x 50 = 100.

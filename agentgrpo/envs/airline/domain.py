@@ -25,11 +25,14 @@ from agentgrpo.envs.airline.grader import (
     gold_replay_actions,
     grade_episode,
 )
-from agentgrpo.envs.airline.schema import ArgumentError, validate_arguments
+from agentgrpo.envs.airline.schema import ArgumentError, ExtraFields, validate_arguments
 from agentgrpo.envs.airline.tools import TOOL_KINDS, TOOL_SCHEMAS, AirlineTools, Compat, ToolError
 from agentgrpo.envs.types import Action, Task
 
 COMPAT_MODES: tuple[str, ...] = ("tau_bench", "fixed")
+EXTRA_FIELDS: dict[str, ExtraFields] = {"tau_bench": "keep", "fixed": "reject"}
+"""Unknown fields inside nested arguments (a flight, a passenger, a payment): τ-bench keeps
+them, as it stores the caller's dicts; ``fixed`` rejects them (the schema is the contract)."""
 ERROR_PREFIX = "Error: "
 
 
@@ -112,7 +115,8 @@ class AirlineDomain:
         if not isinstance(name, str) or name not in TOOL_KINDS:
             return f"{ERROR_PREFIX}unknown tool '{_short(name)}'"
         try:
-            args = validate_arguments(TOOL_SCHEMAS[name]["function"]["parameters"], kwargs)
+            parameters = TOOL_SCHEMAS[name]["function"]["parameters"]
+            args = validate_arguments(parameters, kwargs, EXTRA_FIELDS[self.compat])
         except ArgumentError as exc:
             return f"{ERROR_PREFIX}invalid arguments for {name}: {exc}"
         except Exception as exc:  # malformed beyond what validation anticipates

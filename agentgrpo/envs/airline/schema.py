@@ -8,10 +8,14 @@ array, a ``TypedDict`` → object (field descriptions from its ``Attributes:``
 section). Every parameter is required (τ-bench's tools have no optional ones).
 
 :func:`validate_arguments` checks a call's arguments against that generated schema
-before the tool runs and returns a fresh, normalised copy (objects rebuilt in
-schema field order), so a tool never aliases caller data and never sees a wrong
-type. Objects are closed: unknown fields are rejected. Numbers must be finite and
-within ±2**53 (larger values could not be serialised or hashed reliably).
+before the tool runs and returns a fresh, normalised copy, so a tool never aliases
+caller data and never sees a wrong type. Unknown top-level arguments are always
+rejected (τ-bench's ``invoke(**kwargs)`` raises on them too). Nested objects (a flight,
+a passenger, a payment) are closed by default (``extra_fields="reject"``: unknown fields
+are errors, objects are rebuilt in schema field order); ``extra_fields="keep"`` opens
+them as τ-bench does, which stores the caller's dicts: unknown fields are kept (any
+JSON value) in the caller's key order. Numbers must be finite and within ±2**53
+(larger values could not be serialised or hashed reliably).
 """
 from __future__ import annotations
 
@@ -212,39 +216,72 @@ def _check_number(value: Any, path: str, integer: bool) -> None:
         raise ArgumentError(f"argument '{path}' is out of range (|value| must be <= 2**53)")
 
 
-def _validate_object(schema: dict[str, Any], value: Any, path: str) -> dict[str, Any]:
+ExtraFields = Literal["reject", "keep"]
+"""What unknown fields of a nested object do: fail validation, or stay (as τ-bench)."""
+
+
+def _validate_object(
+    schema: dict[str, Any], value: Any, path: str, extra_fields: ExtraFields = "reject"
+) -> dict[str, Any]:
     where = f"argument '{path}'" if path else "arguments"
     if not isinstance(value, dict):
         raise ArgumentError(f"{where} must be a JSON object, got {_describe(value)}")
     properties = schema.get("properties", {})
+    keep_extra = extra_fields == "keep" and bool(path)  # top-level arguments stay closed
     for key in value:
         if key not in properties:
             shown = key if isinstance(key, str) else _describe(key)
-            if path:
+            if not path:
+                raise ArgumentError(f"unexpected argument '{shown}'")
+            if not keep_extra:
                 raise ArgumentError(f"argument '{path}' has an unexpected field '{shown}'")
-            raise ArgumentError(f"unexpected argument '{shown}'")
+            if not isinstance(key, str):
+                raise ArgumentError(f"argument '{path}' has a field name that is not a string: {shown}")
     for key in schema.get("required", ()):
         if key not in value:
             if path:
                 raise ArgumentError(f"argument '{path}' is missing the field '{key}'")
             raise ArgumentError(f"missing required argument '{key}'")
-    return {
-        key: validate_value(sub, value[key], f"{path}.{key}" if path else key)
-        for key, sub in properties.items()
-        if key in value
-    }
+
+    def field(key: str) -> Any:
+        sub_path = f"{path}.{key}" if path else key
+        if key in properties:
+            return validate_value(properties[key], value[key], sub_path, extra_fields)
+        return _json_value(value[key], sub_path)
+
+    keys = value if keep_extra else [key for key in properties if key in value]
+    return {key: field(key) for key in keys}
 
 
-def validate_value(schema: dict[str, Any], value: Any, path: str) -> Any:
+def _json_value(value: Any, path: str) -> Any:
+    """A fresh copy of an unchecked JSON value (an extra field), with the number limits."""
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, (int, float)):
+        _check_number(value, path, integer=False)
+        return value
+    if isinstance(value, list):
+        return [_json_value(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise ArgumentError(f"argument '{path}' has a field name that is not a string: {_describe(key)}")
+        return {key: _json_value(item, f"{path}.{key}") for key, item in value.items()}
+    raise ArgumentError(f"argument '{path}' must be a JSON value, got {_describe(value)}")
+
+
+def validate_value(
+    schema: dict[str, Any], value: Any, path: str, extra_fields: ExtraFields = "reject"
+) -> Any:
     """Check ``value`` against ``schema``; return a fresh normalised copy."""
     kind = schema.get("type")
     if kind == "object":
-        return _validate_object(schema, value, path)
+        return _validate_object(schema, value, path, extra_fields)
     if kind == "array":
         if not isinstance(value, list):
             raise ArgumentError(f"argument '{path}' must be an array, got {_describe(value)}")
         items = schema.get("items", {})
-        return [validate_value(items, item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return [validate_value(items, item, f"{path}[{i}]", extra_fields) for i, item in enumerate(value)]
     if kind == "string":
         if not isinstance(value, str):
             raise ArgumentError(f"argument '{path}' must be a string, got {_describe(value)}")
@@ -263,14 +300,21 @@ def validate_value(schema: dict[str, Any], value: Any, path: str) -> Any:
     raise TypeError(f"unsupported schema type {kind!r} at '{path}'")
 
 
-def validate_arguments(parameters: dict[str, Any], kwargs: Any) -> dict[str, Any]:
-    """Validate a call's keyword arguments against a tool's ``parameters`` schema."""
-    return _validate_object(parameters, kwargs, "")
+def validate_arguments(
+    parameters: dict[str, Any], kwargs: Any, extra_fields: ExtraFields = "reject"
+) -> dict[str, Any]:
+    """Validate a call's keyword arguments against a tool's ``parameters`` schema.
+
+    ``extra_fields``: ``"reject"`` (closed nested objects) or ``"keep"`` (τ-bench: unknown
+    fields of nested objects are kept; unknown top-level arguments are still errors).
+    """
+    return _validate_object(parameters, kwargs, "", extra_fields)
 
 
 __all__ = [
     "ArgumentError",
     "CabinClass",
+    "ExtraFields",
     "FlightRef",
     "FlightType",
     "Insurance",

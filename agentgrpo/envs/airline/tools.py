@@ -83,7 +83,11 @@ class AirlineTools:
         return reservation
 
     def _priced_segment(self, ref: FlightRef, cabin: str, travellers: int) -> dict[str, Any]:
-        """Check a flight can be sold today for ``travellers`` and price it."""
+        """Check a flight can be sold today for ``travellers`` and price it.
+
+        The segment is ``ref`` (with any extra fields the caller sent, as τ-bench stores
+        them) plus the flight's price in the cabin, origin and destination.
+        """
         number, date = ref["flight_number"], ref["date"]
         flight = self.db.get("flights", number)
         if flight is None:
@@ -95,8 +99,8 @@ class AirlineTools:
             raise ToolError(f"flight {number} not available on date {date}")
         if day["available_seats"][cabin] < travellers:
             raise ToolError(f"not enough seats on flight {number}")
-        return {"flight_number": number, "date": date, "price": day["prices"][cabin],
-                "origin": flight["origin"], "destination": flight["destination"]}
+        return {**ref, "price": day["prices"][cabin], "origin": flight["origin"],
+                "destination": flight["destination"]}
 
     def _new_reservation_id(self) -> str:
         free = [rid for rid in NEW_RESERVATION_IDS if not self.db.has("reservations", rid)]
