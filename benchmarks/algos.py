@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from agentgrpo.algos import agg_loss, get_advantage_estimator, kl_penalty, llds_loss, logprobs_from_logits, policy_loss
+from agentgrpo.algos import get_advantage_estimator, grpo_objective, logprobs_from_logits
 
 BATCH, HORIZON = 64, 8192
 MODEL_SHAPES = [(4, 512), (8, 1024)]
@@ -51,15 +51,13 @@ def multi_turn_batch(batch: int, horizon: int, seed: int = 0) -> dict[str, torch
 def algos_step(data: dict[str, torch.Tensor]) -> None:
     """One update's worth of algos math, forward and backward (w.r.t. logp)."""
     estimator = get_advantage_estimator("turn_discount_lata")
-    token_adv, _ = estimator(data["scores"], data["groups"], data["mask"], norm_by_std=True,
-                             turn_discount_alpha=1.05, turn_credit=data["turn_credit"],
-                             turn_credit_coef=0.3)
+    advantages = estimator(data["scores"], data["groups"], data["mask"], norm_by_std=True,
+                           turn_discount_alpha=1.05, turn_credit=data["turn_credit"],
+                           turn_credit_coef=0.3)
     logp = data["logp"].clone().requires_grad_(True)
-    pg, _ = policy_loss(logp, data["old_logp"], token_adv, data["mask"])
-    kl = agg_loss(kl_penalty(logp, data["ref_logp"], "k3"), data["mask"], "seq-mean-token-sum")
-    seq_adv = token_adv.sum(dim=-1)
-    lld, _ = llds_loss(logp, data["old_logp"], seq_adv, data["mask"])
-    (pg + 0.01 * kl + 0.2 * lld).backward()
+    loss, _ = grpo_objective(logp, data["old_logp"], advantages.token, data["mask"], seq_adv=advantages.sequence,
+                             ref_logp=data["ref_logp"], kl_coef=0.01, llds_coef=0.2)
+    loss.backward()
 
 
 def median_seconds(fn: Callable[[], None], reps: int, warmup: int = 1) -> float:

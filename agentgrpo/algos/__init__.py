@@ -3,13 +3,16 @@
 Advantages (GRPO / Dr. GRPO group normalisation, LATA's 1/√L, Turn-Discount weights,
 per-turn PRM credit), the PPO-clip policy loss (token or GSPO sequence ratio), KL
 penalties, the LLDS regulariser, the one loss aggregation function, log-probs and
-entropies from logits, and the registry of named advantage estimators. The trainer, the
-veRL plugins and the TRL integration all call these functions; nothing here imports
-from the rest of the package.
+entropies from logits, the registry of named advantage estimators (the one variant
+table) and ``grpo_objective`` (the one loss, ``L_pg + β·KL + λ·L_LLDS − c_H·H``). The
+native trainer, the veRL plugins and the TRL integration all call these; nothing here
+imports from the rest of the package.
 """
 from __future__ import annotations
 
 from agentgrpo.algos.advantages import (
+    DiscountUnit,
+    LengthNorm,
     group_advantages,
     group_index,
     group_stats,
@@ -18,19 +21,27 @@ from agentgrpo.algos.advantages import (
     turn_credit_tokens,
     turn_discount_weights,
 )
-from agentgrpo.algos.llds import GATES, llds_loss
+from agentgrpo.algos.llds import GATES, Gate, llds_loss, preserve_set
 from agentgrpo.algos.logprob import entropy_from_logits, logprobs_from_logits
 from agentgrpo.algos.losses import (
     AGG_MODES,
     KL_KINDS,
+    AggMode,
+    Importance,
+    KLKind,
     agg_loss,
     kl_loss,
     kl_penalty,
     masked_mean,
     policy_loss,
 )
+from agentgrpo.algos.objective import OBJECTIVE_METRICS, grpo_objective, preserve_token_count
 from agentgrpo.algos.registry import (
+    PRESETS,
+    Advantages,
+    EstimatorPreset,
     advantage_estimator_names,
+    estimator_length_norm,
     get_advantage_estimator,
     register_advantage_estimator,
 )
@@ -40,6 +51,17 @@ __all__ = [
     "AGG_MODES",
     "GATES",
     "KL_KINDS",
+    "OBJECTIVE_METRICS",
+    "PRESETS",
+    "Advantages",
+    "AggMode",
+    "DiscountUnit",
+    "EstimatorPreset",
+    "Gate",
+    "Importance",
+    "KLKind",
+    "LengthNorm",
+    "estimator_length_norm",
     "advantage_estimator_names",
     "agg_loss",
     "entropy_from_logits",
@@ -47,6 +69,7 @@ __all__ = [
     "group_advantages",
     "group_index",
     "group_stats",
+    "grpo_objective",
     "kl_loss",
     "kl_penalty",
     "length_normalizer",
@@ -54,6 +77,8 @@ __all__ = [
     "logprobs_from_logits",
     "masked_mean",
     "policy_loss",
+    "preserve_set",
+    "preserve_token_count",
     "register_advantage_estimator",
     "segment_ids",
     "segment_sum",

@@ -62,6 +62,11 @@ def _sequence_advantage(adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
                      f"got {tuple(adv.shape)}")
 
 
+def preserve_set(adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[B]`` bool: the trajectories LLDS preserves, ``A_b ≥ 0`` (``adv`` as in :func:`llds_loss`)."""
+    return _sequence_advantage(adv, mask) >= 0
+
+
 def _ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
     return numerator.float() / denominator.float().clamp_min(1)
 
@@ -95,7 +100,7 @@ def llds_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mas
     current = logp.to(torch.float64 if logp.dtype == torch.float64 else torch.float32)
     delta = as_float(old_logp).to(current.dtype) - current  # [B, T], grad through logp only
     active = mask.detach().bool()
-    preserve = _sequence_advantage(adv, mask) >= 0  # [B]
+    preserve = preserve_set(adv, mask)  # [B]
 
     with torch.no_grad():
         fell = torch.where(active, delta, torch.zeros_like(delta))

@@ -1,34 +1,47 @@
-"""Named advantage estimators with one signature (STYLE rule 2).
+"""Named advantage estimators: the one variant table (STYLE rule 2).
 
-The trainer and the framework plugins pick an estimator by name and call it the same
-way whatever the variant, so no caller branches on the algorithm:
+Every trainer — the native one, the TRL subclass and the veRL plugin — picks an
+estimator by name and calls it the same way, so no caller branches on the algorithm:
 
-    fn = get_advantage_estimator("lata")
-    token_adv, metrics = fn(scores, group_ids, response_mask, norm_by_std=True,
-                            turn_discount_alpha=None)
+    est = get_advantage_estimator("lata")
+    adv = est(scores, group_ids, response_mask, norm_by_std=True)
+    adv.token, adv.sequence, adv.metrics        # [B, T], [B], dict
 
 Signature of every estimator::
 
     (scores[B], group_ids, response_mask[B, T], *, norm_by_std: bool = True,
      turn_discount_alpha: float | None = None, turn_discount_unit: str = "token",
      turn_credit: Tensor[B, J] | None = None, turn_credit_mask: Tensor[B, J] | None = None,
-     turn_credit_coef: float = 0.0, eps: float = 1e-6) -> (token_adv[B, T], metrics)
+     turn_credit_coef: float = 0.0, eps: float = 1e-6) -> Advantages
 
-The built-in ones are thin presets over ``group_advantages`` + ``token_advantages``; a
-preset fixes what defines it (e.g. ``dr_grpo`` never divides by the std and ``grpo`` never
-discounts) and uses the remaining arguments as given.
+The built-in estimators are data: an :class:`EstimatorPreset` per name (its length
+factor, whether it discounts turns, whether it may divide by the group std) over
+``group_advantages`` + ``token_advantages``. A preset fixes what defines it (``dr_grpo``
+never divides by the std, ``grpo`` never discounts) and takes the rest from the call.
+Custom estimators register with :func:`register_advantage_estimator`.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 import torch
 
-from agentgrpo.algos.advantages import GroupIds, group_advantages, token_advantages
+from agentgrpo.algos.advantages import GroupIds, LengthNorm, group_advantages, token_advantages
 from agentgrpo.algos.losses import masked_mean
 
 DEFAULT_TURN_DISCOUNT_ALPHA = 1.05
+
+
+class Advantages(NamedTuple):
+    """What an estimator returns: per-token advantages ``token [B, T]`` (zero off the mask),
+    the per-trajectory group advantage ``sequence [B]`` (the LLDS preserve set is A ≥ 0),
+    and ``metrics`` (``algo/…`` names)."""
+
+    token: torch.Tensor
+    sequence: torch.Tensor
+    metrics: dict[str, float]
 
 
 class AdvantageEstimator(Protocol):
@@ -36,8 +49,30 @@ class AdvantageEstimator(Protocol):
                  norm_by_std: bool = True, turn_discount_alpha: float | None = None,
                  turn_discount_unit: str = "token", turn_credit: torch.Tensor | None = None,
                  turn_credit_mask: torch.Tensor | None = None, turn_credit_coef: float = 0.0,
-                 eps: float = 1e-6) -> tuple[torch.Tensor, dict]: ...
+                 eps: float = 1e-6) -> Advantages: ...
 
+
+@dataclass(frozen=True)
+class EstimatorPreset:
+    """What a built-in estimator's name fixes."""
+
+    length_norm: LengthNorm
+    """n(L) inside the token advantage: linear 1/L, sqrt 1/√L (LATA), none."""
+    turn_discount: bool
+    """Whether Turn-Discount weights α^(L−1−k) apply (α from the call, default 1.05)."""
+    norm_by_std: bool | None = None
+    """None: the caller's ``norm_by_std``; False: never divide by the std (Dr. GRPO)."""
+    summary: str = ""
+
+
+PRESETS: dict[str, EstimatorPreset] = {
+    "grpo": EstimatorPreset("linear", False, summary="vanilla GRPO, Â = A/L"),
+    "lata": EstimatorPreset("sqrt", False, summary="LATA, Â = A/√L"),
+    "turn_discount": EstimatorPreset("linear", True, summary="Turn-Discount, Â = A/L · w"),
+    "turn_discount_lata": EstimatorPreset("sqrt", True, summary="Turn-Discount + LATA, Â = A/√L · w"),
+    "dr_grpo": EstimatorPreset("none", False, norm_by_std=False,
+                               summary="Dr. GRPO (arXiv:2503.20783), Â = R − mean_g R"),
+}
 
 _ESTIMATORS: dict[str, AdvantageEstimator] = {}
 
@@ -69,6 +104,13 @@ def advantage_estimator_names() -> list[str]:
     return sorted(_ESTIMATORS)
 
 
+def estimator_length_norm(name: str) -> LengthNorm | None:
+    """The length factor a named estimator puts into its token advantages (None: unknown,
+    e.g. a custom estimator). A trainer uses it to refuse dividing by L a second time."""
+    preset = PRESETS.get(name)
+    return preset.length_norm if preset is not None else None
+
+
 def _advantage_metrics(adv: torch.Tensor, token_adv: torch.Tensor, mask: torch.Tensor,
                        stats: dict[str, int]) -> dict[str, float]:
     active = mask.detach().bool()
@@ -97,74 +139,25 @@ def _advantage_metrics(adv: torch.Tensor, token_adv: torch.Tensor, mask: torch.T
     return metrics
 
 
-def _preset(scores, group_ids, response_mask, *, norm_by_std, length_norm, turn_discount_alpha,
-            turn_discount_unit, turn_credit, turn_credit_mask, turn_credit_coef, eps):
-    adv, stats = group_advantages(scores, group_ids, norm_by_std, eps, return_stats=True)
-    token_adv = token_advantages(
-        adv, response_mask, length_norm, turn_discount_alpha,
-        turn_discount_unit=turn_discount_unit, turn_credit=turn_credit,
-        turn_credit_mask=turn_credit_mask, group_ids=group_ids, turn_credit_coef=turn_credit_coef)
-    return token_adv, _advantage_metrics(adv, token_adv, response_mask, stats)
-
-
-def _alpha_or_default(alpha: float | None) -> float:
-    return DEFAULT_TURN_DISCOUNT_ALPHA if alpha is None else alpha
-
-
-@register_advantage_estimator("grpo")
-def grpo(scores, group_ids, response_mask, *, norm_by_std=True, turn_discount_alpha=None,
-         turn_discount_unit="token", turn_credit=None, turn_credit_mask=None,
-         turn_credit_coef=0.0, eps=1e-6):
-    """Vanilla GRPO: ``Â = A/L`` (no turn discount; ``turn_discount_alpha`` is ignored)."""
-    return _preset(scores, group_ids, response_mask, norm_by_std=norm_by_std, length_norm="linear",
-                   turn_discount_alpha=None, turn_discount_unit=turn_discount_unit,
-                   turn_credit=turn_credit, turn_credit_mask=turn_credit_mask,
-                   turn_credit_coef=turn_credit_coef, eps=eps)
-
-
-@register_advantage_estimator("lata")
-def lata(scores, group_ids, response_mask, *, norm_by_std=True, turn_discount_alpha=None,
-         turn_discount_unit="token", turn_credit=None, turn_credit_mask=None,
-         turn_credit_coef=0.0, eps=1e-6):
-    """LATA: ``Â = A/√L`` (no turn discount; ``turn_discount_alpha`` is ignored)."""
-    return _preset(scores, group_ids, response_mask, norm_by_std=norm_by_std, length_norm="sqrt",
-                   turn_discount_alpha=None, turn_discount_unit=turn_discount_unit,
-                   turn_credit=turn_credit, turn_credit_mask=turn_credit_mask,
-                   turn_credit_coef=turn_credit_coef, eps=eps)
-
-
-@register_advantage_estimator("turn_discount")
-def turn_discount(scores, group_ids, response_mask, *, norm_by_std=True, turn_discount_alpha=None,
+def _preset_estimator(name: str, preset: EstimatorPreset) -> AdvantageEstimator:
+    def estimator(scores, group_ids, response_mask, *, norm_by_std=True, turn_discount_alpha=None,
                   turn_discount_unit="token", turn_credit=None, turn_credit_mask=None,
-                  turn_credit_coef=0.0, eps=1e-6):
-    """Turn-Discount: ``Â = A/L · w`` with ``w ∝ α^(L−1−k)`` (α defaults to 1.05)."""
-    return _preset(scores, group_ids, response_mask, norm_by_std=norm_by_std, length_norm="linear",
-                   turn_discount_alpha=_alpha_or_default(turn_discount_alpha),
-                   turn_discount_unit=turn_discount_unit, turn_credit=turn_credit,
-                   turn_credit_mask=turn_credit_mask, turn_credit_coef=turn_credit_coef, eps=eps)
+                  turn_credit_coef=0.0, eps=1e-6) -> Advantages:
+        by_std = norm_by_std if preset.norm_by_std is None else preset.norm_by_std
+        alpha = None
+        if preset.turn_discount:
+            alpha = DEFAULT_TURN_DISCOUNT_ALPHA if turn_discount_alpha is None else turn_discount_alpha
+        adv, stats = group_advantages(scores, group_ids, by_std, eps, return_stats=True)
+        token_adv = token_advantages(
+            adv, response_mask, preset.length_norm, alpha, turn_discount_unit=turn_discount_unit,
+            turn_credit=turn_credit, turn_credit_mask=turn_credit_mask, group_ids=group_ids,
+            turn_credit_coef=turn_credit_coef)
+        return Advantages(token_adv, adv, _advantage_metrics(adv, token_adv, response_mask, stats))
+
+    estimator.__name__ = estimator.__qualname__ = name
+    estimator.__doc__ = f"{preset.summary} (preset {preset})."
+    return estimator
 
 
-@register_advantage_estimator("turn_discount_lata")
-def turn_discount_lata(scores, group_ids, response_mask, *, norm_by_std=True,
-                       turn_discount_alpha=None, turn_discount_unit="token", turn_credit=None,
-                       turn_credit_mask=None, turn_credit_coef=0.0, eps=1e-6):
-    """Turn-Discount with LATA's length factor: ``Â = A/√L · w`` (α defaults to 1.05)."""
-    return _preset(scores, group_ids, response_mask, norm_by_std=norm_by_std, length_norm="sqrt",
-                   turn_discount_alpha=_alpha_or_default(turn_discount_alpha),
-                   turn_discount_unit=turn_discount_unit, turn_credit=turn_credit,
-                   turn_credit_mask=turn_credit_mask, turn_credit_coef=turn_credit_coef, eps=eps)
-
-
-@register_advantage_estimator("dr_grpo")
-def dr_grpo(scores, group_ids, response_mask, *, norm_by_std=True, turn_discount_alpha=None,
-            turn_discount_unit="token", turn_credit=None, turn_credit_mask=None,
-            turn_credit_coef=0.0, eps=1e-6):
-    """Dr. GRPO (arXiv:2503.20783): ``Â = R − mean_g R``, no std, no length factor.
-
-    ``norm_by_std`` and ``turn_discount_alpha`` are ignored; pair it with the constant
-    normaliser ``agg="seq-mean-token-sum-norm"``.
-    """
-    return _preset(scores, group_ids, response_mask, norm_by_std=False, length_norm="none",
-                   turn_discount_alpha=None, turn_discount_unit=turn_discount_unit,
-                   turn_credit=turn_credit, turn_credit_mask=turn_credit_mask,
-                   turn_credit_coef=turn_credit_coef, eps=eps)
+for _name, _preset in PRESETS.items():
+    register_advantage_estimator(_name)(_preset_estimator(_name, _preset))

@@ -16,8 +16,8 @@ DEFAULT_PANELS = (
     ("algo/saturated_group_frac", "saturated groups (all-0 / all-1)"),
     ("rollout/response_tokens_mean", "response tokens per trajectory"),
     ("rollout/error_rate", "error rate"),
-    ("actor/entropy", "entropy"),
-    ("diag/lld_rate", "LLD rate"),
+    ("loss/entropy", "entropy"),
+    ("algo/lld_rate", "LLD rate"),
 )
 
 

@@ -52,8 +52,9 @@ CASES = ["L=1", "L=1e5", "all-zero masks", "groups of size 1", "identical scores
 @pytest.mark.parametrize("estimator", BUILTIN)
 def test_pipeline_is_finite(case, estimator):
     scores, groups, mask, dtype = _case(case)
-    token_adv, adv_metrics = get_advantage_estimator(estimator)(
+    token_adv, seq_adv, adv_metrics = get_advantage_estimator(estimator)(
         scores, groups, mask, norm_by_std=True, turn_discount_alpha=1.05)
+    assert torch.isfinite(seq_adv).all()
     assert torch.isfinite(token_adv).all() and all(math.isfinite(v) for v in adv_metrics.values())
     gen = torch.Generator().manual_seed(1)
     old = (-torch.rand(mask.shape, generator=gen) * 5).to(dtype)
@@ -81,8 +82,8 @@ def test_saturated_cases_give_zero_policy_gradient():
     for case in ("groups of size 1", "identical scores", "all-zero masks"):
         scores, groups, mask, _ = _case(case)
         for estimator in BUILTIN:
-            token_adv, _ = get_advantage_estimator(estimator)(
-                scores, groups, mask, norm_by_std=True, turn_discount_alpha=None)
+            token_adv = get_advantage_estimator(estimator)(
+                scores, groups, mask, norm_by_std=True, turn_discount_alpha=None).token
             assert torch.equal(token_adv, torch.zeros_like(token_adv)), (case, estimator)
 
 

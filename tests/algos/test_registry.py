@@ -7,7 +7,10 @@ import pytest
 import torch
 
 from agentgrpo.algos import (
+    PRESETS,
+    Advantages,
     advantage_estimator_names,
+    estimator_length_norm,
     get_advantage_estimator,
     group_advantages,
     register_advantage_estimator,
@@ -23,7 +26,9 @@ A = 0.5 / (0.5 + 1e-6)
 
 
 def _call(name, **kw):
-    return get_advantage_estimator(name)(SCORES, GROUPS, MASK, **kw)
+    """(token advantages, metrics) of estimator ``name`` on the batch above."""
+    advantages = get_advantage_estimator(name)(SCORES, GROUPS, MASK, **kw)
+    return advantages.token, advantages.metrics
 
 
 def test_builtin_names_registered():
@@ -77,7 +82,7 @@ def test_presets_equal_their_composition_and_metrics():
 
 
 def test_saturation_metrics_for_saturated_batch():
-    _, metrics = get_advantage_estimator("grpo")(
+    _, _, metrics = get_advantage_estimator("grpo")(
         torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0]), [0, 0, 1, 1, 2], torch.ones(5, 3),
         norm_by_std=True, turn_discount_alpha=None)
     assert metrics["algo/groups_all_one"] == 2 and metrics["algo/groups_all_zero"] == 1
@@ -89,7 +94,7 @@ def test_register_and_lookup_errors():
     def constant(scores, group_ids, response_mask, *, norm_by_std=True, turn_discount_alpha=None,
                  turn_discount_unit="token", turn_credit=None, turn_credit_mask=None,
                  turn_credit_coef=0.0, eps=1e-6):
-        return response_mask.float(), {}
+        return Advantages(response_mask.float(), torch.ones(len(scores)), {})
 
     assert get_advantage_estimator("test_constant_one") is constant
     register_advantage_estimator("test_constant_one")(constant)  # same function again: fine
@@ -97,3 +102,20 @@ def test_register_and_lookup_errors():
         register_advantage_estimator("test_constant_one")(lambda *a, **k: None)
     with pytest.raises(ValueError, match="lata"):
         get_advantage_estimator("ppo_gae")
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_sequence_advantages_are_the_group_advantages_of_the_preset(name):
+    """The trainer takes A_b (the LLDS preserve set) from the estimator, never recomputes it."""
+    for norm_by_std in (True, False):
+        advantages = get_advantage_estimator(name)(SCORES, GROUPS, MASK, norm_by_std=norm_by_std, eps=0.1)
+        by_std = norm_by_std and PRESETS[name].norm_by_std is not False
+        assert torch.equal(advantages.sequence, group_advantages(SCORES, GROUPS, by_std, 0.1))
+
+
+def test_presets_are_the_variant_table():
+    assert {name: estimator_length_norm(name) for name in PRESETS} == {
+        "grpo": "linear", "lata": "sqrt", "turn_discount": "linear", "turn_discount_lata": "sqrt",
+        "dr_grpo": "none"}
+    assert [n for n, p in PRESETS.items() if p.turn_discount] == ["turn_discount", "turn_discount_lata"]
+    assert estimator_length_norm("no_such_estimator") is None
