@@ -100,7 +100,7 @@ def _args(tmp_path, **overrides) -> AgentGRPOConfig:
         disable_tqdm=True,
         logging_steps=1,
         beta=0.0,
-        length_norm="sqrt",
+        adv_estimator="lata",
         llds_coef=LLDS_COEF,
     )
     settings.update(overrides)
@@ -123,11 +123,12 @@ def test_two_steps_with_lata_and_llds_match_algos(tmp_path, tiny, bundle):
     generated, rewards = trainer.generated[0], trainer.rewards[0].sum(dim=1)
     mask = generated["completion_mask"]
     group_ids = torch.arange(len(rewards)) // GROUP
-    expected_adv, _ = get_advantage_estimator("lata")(rewards, group_ids, mask)
+    expected_adv = get_advantage_estimator("lata")(rewards, group_ids, mask).token
     assert generated["advantages"].shape == mask.shape
     assert torch.equal(generated["advantages"], expected_adv)
 
-    # each step's loss: PPO-clip + λ·LLDS on the batch it saw, one optimizer step = ROWS rows
+    # each step's loss: PPO-clip + λ·LLDS on the batch it saw, one optimizer step = ROWS rows;
+    # LLDS is a token mean over the generation batch's preserve set, per optimizer step
     assert len(trainer.steps) == len(trainer.logps) == 2
     llds_values = []
     for (inputs, loss), logps in zip(trainer.steps, trainer.logps, strict=False):
@@ -139,9 +140,9 @@ def test_two_steps_with_lata_and_llds_match_algos(tmp_path, tiny, bundle):
         pg, _ = policy_loss(
             logps, old, adv, step_mask, 0.2, 0.2, agg="seq-mean-token-sum", num_seqs=ROWS
         )
-        llds, _ = llds_loss(
-            logps, old, adv, step_mask, "action", agg="seq-mean-token-sum", num_seqs=ROWS
-        )
+        preserve = inputs["num_preserve_tokens"] / 2  # steps_per_generation = 2
+        assert 0 < preserve <= step_mask.sum() * 2
+        llds, _ = llds_loss(logps, old, adv, step_mask, "action", num_tokens=preserve)
         assert torch.allclose(loss, pg + LLDS_COEF * llds, rtol=1e-6, atol=1e-7)
         llds_values.append(float(llds))
     # first slice: sampled by the current weights, nothing fell; second: after an update
@@ -155,7 +156,8 @@ def test_two_steps_with_lata_and_llds_match_algos(tmp_path, tiny, bundle):
 def test_config_rejects_what_the_loss_does_not_implement(tmp_path):
     for overrides, message in (
         ({"scale_rewards": "batch"}, "scale_rewards"),
-        ({"length_norm": "cubic"}, "length_norm"),
+        ({"adv_estimator": "cubic"}, "adv_estimator"),
+        ({"adv_estimator": "grpo", "loss_agg": "token-mean"}, "divide by the length again"),
         ({"loss_agg": "mean"}, "loss_agg"),
         ({"entropy_coef": 0.01}, "entropy_coef"),
         ({"loss_type": "cispo"}, "PPO-clip"),

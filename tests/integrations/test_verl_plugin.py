@@ -21,19 +21,17 @@ from verl.workers.config import FSDPActorConfig  # noqa: E402
 
 import agentgrpo.integrations.verl as plugin  # noqa: E402
 from agentgrpo.algos import (  # noqa: E402
+    PRESETS,
     get_advantage_estimator,
     group_advantages,  # noqa: E402
     llds_loss,
     policy_loss,
+    preserve_token_count,
     token_advantages,
 )
 
-ESTIMATOR_TO_ALGOS = {
-    "agentgrpo_grpo": "grpo",
-    "agentgrpo_lata": "lata",
-    "agentgrpo_turn_discount": "turn_discount",
-    "agentgrpo_turn_discount_lata": "turn_discount_lata",
-}
+# every built-in registry estimator, under its veRL name
+ESTIMATOR_TO_ALGOS = {f"agentgrpo_{name}": name for name in PRESETS}
 AGG_MODES = (
     "token-mean",
     "seq-mean-token-sum",
@@ -88,7 +86,7 @@ def test_plugin_loads_in_a_fresh_worker_both_ways():
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err[-2000:]
         modules = out.split()
-        assert len(modules) == 5 and all(
+        assert len(modules) == len(OUR_NAMES) and all(
             m.startswith("agentgrpo.integrations.verl") for m in modules
         )
 
@@ -134,9 +132,9 @@ def test_estimators_equal_algos_through_verl_lookup(name, norm_by_std):
     advantages, returns = fn(
         token_level_rewards=rewards, response_mask=mask, config=config, index=index
     )
-    expected, _ = get_advantage_estimator(ESTIMATOR_TO_ALGOS[name])(
+    expected = get_advantage_estimator(ESTIMATOR_TO_ALGOS[name])(
         scores, list(index), mask, norm_by_std=norm_by_std
-    )
+    ).token
     assert torch.equal(advantages, expected) and torch.equal(returns, expected)
     assert advantages.shape == rewards.shape and not advantages[mask == 0].any()
 
@@ -165,21 +163,18 @@ def test_settings_come_from_algorithm_config_then_environment(monkeypatch):
         token_level_rewards=rewards,
         response_mask=mask,
         index=index,
-        config=OmegaConf.create(
-            {"turn_discount_alpha": 1.2, "turn_discount_unit": "turn", "length_norm": "none"}
-        ),
+        config=OmegaConf.create({"turn_discount_alpha": 1.2, "turn_discount_unit": "turn"}),
     )[0]
     assert torch.equal(
-        by_config, token_advantages(adv, mask, "none", 1.2, turn_discount_unit="turn")
+        by_config, token_advantages(adv, mask, "linear", 1.2, turn_discount_unit="turn")
     )
     monkeypatch.setenv("AGENTGRPO_TURN_DISCOUNT_ALPHA", "0.9")
-    monkeypatch.setenv("AGENTGRPO_LENGTH_NORM", "sqrt")
     by_env = fn(
         token_level_rewards=rewards, response_mask=mask, index=index, config=OmegaConf.create({})
     )[0]
-    assert torch.equal(by_env, token_advantages(adv, mask, "sqrt", 0.9))
-    monkeypatch.setenv("AGENTGRPO_LENGTH_NORM", "quadratic")
-    with pytest.raises(ValueError, match="AGENTGRPO_LENGTH_NORM"):
+    assert torch.equal(by_env, token_advantages(adv, mask, "linear", 0.9))
+    monkeypatch.setenv("AGENTGRPO_TURN_DISCOUNT_UNIT", "quadratic")
+    with pytest.raises(ValueError, match="AGENTGRPO_TURN_DISCOUNT_UNIT"):
         fn(token_level_rewards=rewards, response_mask=mask, index=index, config=None)
     with pytest.raises(ValueError, match="group ids"):
         fn(token_level_rewards=rewards, response_mask=mask, config=None)
@@ -206,6 +201,19 @@ def _loss_batch(seed: int, batch: int = 6, length: int = 20):
     return old, logp, adv, mask
 
 
+def _call_ours(agg: str, old, logp, adv, mask, global_info, loss_agg_mode="token-mean"):
+    os.environ["AGENTGRPO_LOSS_AGG"] = agg  # removed again by the autouse fixture
+    return core_algos.get_policy_loss_fn("agentgrpo_llds")(
+        old_log_prob=old,
+        log_prob=logp,
+        advantages=adv,
+        response_mask=mask.bool(),
+        loss_agg_mode=loss_agg_mode,
+        config=_actor_config(**global_info),
+        rollout_is_weights=None,
+    )
+
+
 @pytest.mark.parametrize("agg", AGG_MODES)
 @pytest.mark.parametrize(
     "global_info",
@@ -215,34 +223,32 @@ def test_llds_loss_equals_algos_through_verl_lookup(monkeypatch, agg, global_inf
     monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0.3")
     monkeypatch.setenv("AGENTGRPO_LLDS_GATE", "token")
     old, logp, adv, mask = _loss_batch(seed=len(agg))
-    fn = core_algos.get_policy_loss_fn("agentgrpo_llds")
-    loss, metrics = fn(
-        old_log_prob=old,
-        log_prob=logp,
-        advantages=adv,
-        response_mask=mask.bool(),
-        loss_agg_mode=agg,
-        config=_actor_config(**global_info),
-        rollout_is_weights=None,
-    )
+    loss, metrics = _call_ours(agg, old, logp, adv, mask, global_info)
     dp = global_info.get("dp_size", 1)
+    local_tokens = mask.sum()
+    tokens = global_info["batch_num_tokens"] / dp if global_info else local_tokens
     den = {
-        "num_tokens": global_info["batch_num_tokens"] / dp if global_info else mask.sum(),
-        "num_seqs": global_info["global_batch_size"] / dp
-        if global_info
-        else (mask.sum(-1) > 0).sum(),
+        "num_tokens": tokens,
+        "num_seqs": global_info["global_batch_size"] / dp if global_info else (mask.sum(-1) > 0).sum(),
         "horizon": global_info.get("loss_scale_factor"),
     }
     pg, _ = policy_loss(logp, old, adv, mask, 0.2, 0.28, agg=agg, **den)
-    llds, _ = llds_loss(logp, old, adv, mask, "token", agg=agg, **den)
-    expected = (pg + 0.3 * llds) * (dp if agg == "token-sum" else 1)
-    assert torch.equal(loss, expected)
-    assert (
-        metrics["actor/llds/loss"] == pytest.approx(float(llds.detach()))
-        and "actor/pg_clipfrac" in metrics
-    )
+    if agg == "token-sum":  # veRL: the local sum times dp_size
+        pg = dp * pg
+    # LLDS: a token mean over the preserve set, its count scaled to the mini-batch's share
+    preserve = preserve_token_count(adv, mask) * (tokens / local_tokens)
+    llds, _ = llds_loss(logp, old, adv, mask, "token", agg="token-mean", num_tokens=preserve)
+    assert torch.allclose(loss, pg + 0.3 * llds, rtol=1e-6, atol=1e-7)
+    assert metrics["loss/llds"] == pytest.approx(float(llds.detach()), rel=1e-6)
+    assert "algo/pg_clipfrac" in metrics and "algo/lld_action_rate" in metrics
     loss.backward()
     assert logp.grad is not None and not logp.grad[~mask.bool()].any()
+
+
+def test_a_host_aggregation_other_than_token_mean_is_refused():
+    old, logp, adv, mask = _loss_batch(seed=2)
+    with pytest.raises(ValueError, match="loss_agg_mode='seq-mean-token-sum'.*AGENTGRPO_LOSS_AGG"):
+        _call_ours("seq-mean-token-sum", old, logp, adv, mask, {}, loss_agg_mode="seq-mean-token-sum")
 
 
 @pytest.mark.parametrize("agg", AGG_MODES)
@@ -251,49 +257,30 @@ def test_llds_loss_equals_algos_through_verl_lookup(monkeypatch, agg, global_inf
     [{}, {"dp_size": 4, "batch_num_tokens": 333, "global_batch_size": 23, "loss_scale_factor": 50}],
 )
 def test_without_llds_it_is_verls_own_ppo_loss(monkeypatch, agg, global_info):
-    """λ = 0 and ratios far from the dual-clip bound: veRL's `vanilla` loss, same
-    global-batch normalisation, to float precision — the boundary conversion is right."""
+    """λ = 0 and ratios far from the dual-clip bound: veRL's `vanilla` loss with the same
+    aggregation and global-batch normalisation, to float precision."""
     monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0")
     old, logp, adv, mask = _loss_batch(seed=3 + len(agg))
-    kwargs = dict(
+    ours, _ = _call_ours(agg, old, logp.detach(), adv, mask, global_info)
+    verls, _ = core_algos.get_policy_loss_fn("vanilla")(
         old_log_prob=old,
         log_prob=logp.detach(),
         advantages=adv,
         response_mask=mask.bool(),
         loss_agg_mode=agg,
         rollout_is_weights=None,
-    )
-    ours, _ = core_algos.get_policy_loss_fn("agentgrpo_llds")(
-        config=_actor_config(**global_info), **kwargs
-    )
-    verls, verl_metrics = core_algos.get_policy_loss_fn("vanilla")(
-        config=_actor_config(**global_info), **kwargs
+        config=_actor_config(**global_info),
     )
     assert torch.allclose(ours, verls, rtol=1e-6, atol=1e-7)
 
 
 def test_micro_batches_with_global_info_sum_to_the_mini_batch_loss(monkeypatch):
-    monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0.2")
+    monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0")  # the LLDS preserve count is a ratio estimate
     old, logp, adv, mask = _loss_batch(seed=11, batch=8)
-    fn = core_algos.get_policy_loss_fn("agentgrpo_llds")
     info = {"dp_size": 1, "batch_num_tokens": int(mask.sum()), "global_batch_size": 8}
-    whole, _ = fn(
-        old_log_prob=old,
-        log_prob=logp,
-        advantages=adv,
-        response_mask=mask,
-        loss_agg_mode="token-mean",
-        config=_actor_config(**info),
-    )
+    whole, _ = _call_ours("seq-mean-token-sum", old, logp, adv, mask, info)
     parts = sum(
-        fn(
-            old_log_prob=old[s],
-            log_prob=logp[s],
-            advantages=adv[s],
-            response_mask=mask[s],
-            loss_agg_mode="token-mean",
-            config=_actor_config(**info),
-        )[0]
+        _call_ours("seq-mean-token-sum", old[s], logp[s], adv[s], mask[s], info)[0]
         for s in (slice(0, 3), slice(3, 8))
     )
     assert torch.allclose(whole, parts, rtol=1e-6)
@@ -301,29 +288,13 @@ def test_micro_batches_with_global_info_sum_to_the_mini_batch_loss(monkeypatch):
 
 def test_llds_term_vanishes_on_policy_and_lambda_scales_it(monkeypatch):
     old, logp, adv, mask = _loss_batch(seed=5)
-    fn = core_algos.get_policy_loss_fn("agentgrpo_llds")
-    config = _actor_config()
-    _, on_policy = fn(
-        old_log_prob=old,
-        log_prob=old.clone(),
-        advantages=adv,
-        response_mask=mask,
-        loss_agg_mode="token-mean",
-        config=config,
-    )
-    assert on_policy["actor/llds_term"] == 0.0  # first mini-batch of a rollout
+    _, on_policy = _call_ours("seq-mean-token-sum", old, old.clone(), adv, mask, {})
+    assert on_policy["loss/llds"] == 0.0  # first mini-batch of a rollout
     losses = {}
     for coef in ("0", "0.5"):
         monkeypatch.setenv("AGENTGRPO_LLDS_COEF", coef)
-        losses[coef], metrics = fn(
-            old_log_prob=old,
-            log_prob=logp,
-            advantages=adv,
-            response_mask=mask,
-            loss_agg_mode="token-mean",
-            config=config,
-        )
-    assert metrics["actor/llds/loss"] > 0
+        losses[coef], metrics = _call_ours("seq-mean-token-sum", old, logp, adv, mask, {})
+    assert metrics["loss/llds"] > 0
     assert float((losses["0.5"] - losses["0"]).detach()) == pytest.approx(
-        0.5 * metrics["actor/llds/loss"], rel=1e-5
+        0.5 * metrics["loss/llds"], rel=1e-5
     )

@@ -1,20 +1,20 @@
-"""``AgentGRPOTrainer``: TRL's ``GRPOTrainer`` with agentgrpo's advantages and loss.
+"""``AgentGRPOTrainer``: TRL's ``GRPOTrainer`` with agentgrpo's advantages and objective.
 
 What changes against TRL 1.16 (everything else — generation, tools, reward functions,
 vLLM, logging — is TRL's):
 
 * advantages: the rewards TRL computed (summed over reward functions with
-  ``reward_weights``) go through ``agentgrpo.algos.group_advantages`` and
-  ``token_advantages``: per-token ``Â = A · n(L) · w`` with the length factor
-  ``length_norm`` (``linear`` = vanilla GRPO's 1/L, ``sqrt`` = LATA) and optional
-  Turn-Discount weights (``turn_discount_alpha``); shape ``(B, T)``, which TRL's
-  buffers and ``_compute_loss`` accept. Groups are TRL's blocks of ``num_generations``;
-  ``scale_rewards`` ``group`` / ``none`` maps to dividing by the group std or not;
-* loss (``_compute_loss``): ``agentgrpo.algos.policy_loss`` (PPO-clip with TRL's
-  ``epsilon`` / ``epsilon_high``, token or sequence ratio) + ``beta``·k3 KL +
-  ``llds_coef``·``llds_loss``, all reduced by ``agg_loss`` with ``loss_agg`` (default
-  ``seq-mean-token-sum``: the length factor is already in the advantage). Turns (LLDS
-  actions, Turn-Discount by turn) are the runs of ``completion_mask · tool_mask``.
+  ``reward_weights``) go through the registry estimator named ``adv_estimator``
+  (``agentgrpo.algos.get_advantage_estimator``: ``grpo`` = A/L, ``lata`` = A/√L,
+  ``turn_discount``, ``turn_discount_lata``, ``dr_grpo``), giving per-token advantages of
+  shape ``(B, T)``, which TRL's buffers and ``_compute_loss`` accept. Groups are TRL's
+  blocks of ``num_generations``; ``scale_rewards`` ``group`` / ``none`` maps to dividing by
+  the group std or not;
+* loss (``_compute_loss``): ``agentgrpo.algos.grpo_objective`` — PPO-clip with TRL's
+  ``epsilon`` / ``epsilon_high`` (token or sequence ratio) reduced by ``loss_agg``, plus
+  ``beta``·k3 KL and ``llds_coef``·LLDS as token means over the accumulation window (the
+  same definitions as the native trainer and the veRL plugin). Turns (LLDS actions,
+  Turn-Discount by turn) are the runs of ``completion_mask · tool_mask``.
 
 LLDS compares the current log-probs with those of the policy that sampled the batch, so
 it needs TRL to keep ``old_per_token_logps``: ``steps_per_generation`` or
@@ -34,15 +34,16 @@ from trl import GRPOConfig, GRPOTrainer
 from agentgrpo.algos import (
     AGG_MODES,
     GATES,
-    group_advantages,
-    kl_loss,
-    llds_loss,
-    policy_loss,
-    token_advantages,
+    advantage_estimator_names,
+    estimator_length_norm,
+    get_advantage_estimator,
+    grpo_objective,
+    preserve_token_count,
 )
 
-LENGTH_NORMS = ("linear", "sqrt", "none")
 DISCOUNT_UNITS = ("token", "turn")
+# loss aggregations that divide by the sequence length (or the batch's token count) again
+LENGTH_DIVIDING_AGGS = ("token-mean", "seq-mean-token-mean")
 _MULTIMODAL_KEYS = (
     "pixel_values",
     "image_grid_thw",
@@ -61,18 +62,17 @@ _MULTIMODAL_KEYS = (
 class AgentGRPOConfig(GRPOConfig):
     """``GRPOConfig`` plus agentgrpo's settings; ``loss_agg`` replaces TRL's ``loss_type``."""
 
-    length_norm: str = field(
-        default="linear",
+    adv_estimator: str = field(
+        default="grpo",
         metadata={
-            "help": "Length factor of the token advantage: linear (1/L, vanilla GRPO), "
-            "sqrt (1/√L, LATA), none."
+            "help": "Registered advantage estimator (agentgrpo.algos): grpo (A/L), lata (A/√L), "
+            "turn_discount, turn_discount_lata, dr_grpo, or a custom registered name."
         },
     )
     turn_discount_alpha: float | None = field(
         default=None,
         metadata={
-            "help": "Turn-Discount α (the seed: 1.05): token weights α^(L-1-k), mean 1. "
-            "None: no discount."
+            "help": "Turn-Discount α for the turn_discount estimators (None: their default, 1.05)."
         },
     )
     turn_discount_unit: str = field(
@@ -99,8 +99,8 @@ class AgentGRPOConfig(GRPOConfig):
     loss_agg: str = field(
         default="seq-mean-token-sum",
         metadata={
-            "help": "Loss aggregation (veRL's loss_agg_mode names); the length factor is in "
-            "the advantage."
+            "help": "Aggregation of the policy-gradient term (veRL's loss_agg_mode names); the "
+            "length factor is in the advantage."
         },
     )
 
@@ -111,13 +111,21 @@ class AgentGRPOConfig(GRPOConfig):
 
     def _check_choices(self) -> None:
         for name, value, choices in (
-            ("length_norm", self.length_norm, LENGTH_NORMS),
+            ("adv_estimator", self.adv_estimator, advantage_estimator_names()),
             ("turn_discount_unit", self.turn_discount_unit, DISCOUNT_UNITS),
             ("llds_gate", self.llds_gate, GATES),
             ("loss_agg", self.loss_agg, AGG_MODES),
         ):
             if value not in choices:
                 raise ValueError(f"{name}={value!r} is not one of {list(choices)}")
+        if estimator_length_norm(self.adv_estimator) in ("linear", "sqrt") and (
+            self.loss_agg in LENGTH_DIVIDING_AGGS
+        ):
+            raise ValueError(
+                f"adv_estimator={self.adv_estimator!r} already divides the advantage by a length "
+                f"factor; loss_agg={self.loss_agg!r} would divide by the length again: use "
+                "seq-mean-token-sum (or dr_grpo with seq-mean-token-sum-norm)"
+            )
         if self.turn_discount_alpha is not None and not self.turn_discount_alpha > 0:
             raise ValueError(
                 f"turn_discount_alpha must be > 0 (or None), got {self.turn_discount_alpha}"
@@ -193,7 +201,12 @@ class AgentGRPOTrainer(GRPOTrainer):
         return mask * inputs["tool_mask"] if "tool_mask" in inputs else mask
 
     def _token_advantages(self, output: dict[str, Any]) -> torch.Tensor:
-        """``(B_local, T)`` token advantages of this process's rows of the generation batch."""
+        """``(B_local, T)`` token advantages of this process's rows of the generation batch.
+
+        Group statistics need every process's rewards (TRL gathers them); the token
+        factors need only this process's masks, so the estimator sees the global rewards
+        with a mask that is zero outside this process's rows.
+        """
         rewards_per_func = self._rewards_per_func
         if torch.isnan(rewards_per_func).all(dim=1).any():
             raise ValueError(
@@ -206,44 +219,46 @@ class AgentGRPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         group_size = self.num_generations if mode == "train" else self.num_generations_eval
         group_ids = torch.arange(rewards.numel(), device=rewards.device) // group_size
-        adv, stats = group_advantages(
-            rewards, group_ids, norm_by_std=self.args.scale_rewards == "group", return_stats=True
-        )
         mask = self.loss_mask(output)
         rows = mask.shape[0]
         start = self.accelerator.process_index * rows
-        token_adv = token_advantages(
-            adv[start : start + rows].to(mask.device),
-            mask,
-            self.args.length_norm,
-            self.args.turn_discount_alpha,
+        global_mask = mask.new_zeros((rewards.numel(), mask.shape[1]))
+        global_mask[start : start + rows] = mask
+        advantages = get_advantage_estimator(self.args.adv_estimator)(
+            rewards,
+            group_ids,
+            global_mask,
+            norm_by_std=self.args.scale_rewards == "group",
+            turn_discount_alpha=self.args.turn_discount_alpha,
             turn_discount_unit=self.args.turn_discount_unit,
         )
-        groups = max(stats["num_groups"], 1)
-        self._metrics[mode]["algo/zero_adv_group_frac"].append(
-            (stats["singleton_groups"] + stats["zero_spread_groups"]) / groups
-        )
-        self._metrics[mode]["algo/saturated_group_frac"].append(
-            (stats["all_zero_groups"] + stats["all_one_groups"]) / groups
-        )
+        for name, value in advantages.metrics.items():
+            self._metrics[mode][name].append(float(value))
+        token_adv = advantages.token[start : start + rows].to(mask.device)
+        # the LLDS denominator over the whole generation batch, carried like num_items_in_batch
+        output["num_preserve_tokens"] = self.accelerator.gather(
+            preserve_token_count(token_adv, mask)
+        ).sum()
         return token_adv
 
     # ---- loss -----------------------------------------------------------------------------
     def loss_denominators(self, inputs: dict[str, Any], mask: torch.Tensor) -> dict[str, Any]:
-        """``agg_loss`` denominators for one micro-batch, so the optimizer step sees the mean
-        over its whole accumulation window (TRL turns Trainer's own loss scaling off).
+        """``grpo_objective`` denominators for one micro-batch, so the optimizer step sees the
+        mean over its whole accumulation window (TRL turns Trainer's own loss scaling off).
 
         Sequences: this micro-batch's rows × accumulation steps (TRL's ``grpo`` scaling);
-        tokens: TRL's ``dapo`` normaliser (the generation batch's active tokens, per process,
-        scaled to one accumulation window); horizon: ``max_completion_length``.
+        tokens and preserve-set tokens: the generation batch's counts, per process, scaled to
+        one accumulation window (TRL's ``dapo`` normaliser); horizon: ``max_completion_length``.
         """
         train = self.model.training
         accumulation = self.current_gradient_accumulation_steps if train else 1
-        tokens = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+        window = self.accelerator.num_processes
         if train:
-            tokens = tokens * accumulation / self.args.steps_per_generation
+            window = window * self.args.steps_per_generation / accumulation
+        preserve = inputs.get("num_preserve_tokens")
         return {
-            "num_tokens": tokens,
+            "num_tokens": inputs["num_items_in_batch"].clamp(min=1.0) / window,
+            "num_preserve_tokens": None if preserve is None else preserve / window,
             "num_seqs": mask.shape[0] * accumulation,
             "horizon": self.max_completion_length,
         }
@@ -264,55 +279,52 @@ class AgentGRPOTrainer(GRPOTrainer):
 
     def _compute_loss(self, model, inputs):
         logps, entropies, aux_loss = self._per_token_logps(model, inputs)  # (B, T)
+        loss, metrics = self.objective(logps, inputs, entropies)
+        if self.aux_loss_enabled:  # MoE load balancing, scaled for accumulation as TRL does
+            accumulation = self.current_gradient_accumulation_steps if self.model.training else 1
+            loss = loss + self.router_aux_loss_coef * aux_loss / accumulation
+        self._log_loss_metrics(metrics)
+        return loss
+
+    def objective(
+        self, logps: torch.Tensor, inputs: dict[str, Any], entropies: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """``grpo_objective`` on one micro-batch of TRL's inputs (``logps``: ``(B, T)``;
+        ``entropies`` are only logged)."""
         mask = self.loss_mask(inputs)
         advantages = inputs["advantages"]
         if advantages.dim() == 1:  # a batch scored by plain TRL code: broadcast A to the tokens
             advantages = advantages.unsqueeze(1).expand_as(logps)
         old = inputs.get("old_per_token_logps")
         old = logps.detach() if old is None else old
-        denominators = self.loss_denominators(inputs, mask)
         is_weights = inputs.get("importance_sampling_ratio")
         if is_weights is not None:
             is_weights = is_weights.expand_as(logps)
-        agg = self.args.loss_agg
-        loss, metrics = policy_loss(
+        return grpo_objective(
             logps,
             old,
             advantages,
             mask,
+            ref_logp=inputs.get("ref_per_token_logps") if self.beta != 0.0 else None,
+            entropy=None if entropies is None else entropies.detach(),
             clip_low=self.epsilon_low,
             clip_high=self.epsilon_high,
-            agg=agg,
+            loss_agg=self.args.loss_agg,
             importance=self.importance_sampling_level,
+            kl_coef=self.beta,
+            kl_kind="k3",
+            llds_coef=self.args.llds_coef,
+            llds_gate=self.args.llds_gate,
             rollout_is_weights=is_weights,
-            **denominators,
+            **self.loss_denominators(inputs, mask),
         )
-        metrics = {f"algo/{name}": value for name, value in metrics.items()}
-        metrics["loss/pg"] = float(loss.detach())
-        if self.beta != 0.0:
-            kl, kl_metrics = kl_loss(
-                logps, inputs["ref_per_token_logps"], mask, "k3", agg, **denominators
-            )
-            loss = loss + self.beta * kl
-            metrics.update({"loss/kl": float(kl.detach()), "kl": kl_metrics["kl"]})
-        if self.args.llds_coef:
-            llds, llds_metrics = llds_loss(
-                logps, old, advantages, mask, self.args.llds_gate, agg=agg, **denominators
-            )
-            loss = loss + self.args.llds_coef * llds
-            metrics.update({f"algo/{name}": value for name, value in llds_metrics.items()})
-            metrics["loss/llds"] = float(llds.detach())
-        if self.aux_loss_enabled:  # MoE load balancing, scaled for accumulation as TRL does
-            accumulation = self.current_gradient_accumulation_steps if self.model.training else 1
-            loss = loss + self.router_aux_loss_coef * aux_loss / accumulation
-        self._log_loss_metrics(metrics, entropies, mask)
-        return loss
 
-    def _log_loss_metrics(
-        self, metrics: dict[str, float], entropies: torch.Tensor, mask: torch.Tensor
-    ) -> None:
+    def _log_loss_metrics(self, metrics: dict[str, float]) -> None:
+        """Log the objective's metrics. ``loss/*`` values are a micro-batch's share of the
+        accumulation window; TRL averages what is logged over the window's micro-batches,
+        so each is scaled by the accumulation steps to log the window's value."""
         mode = "train" if self.model.training else "eval"
-        active = mask.bool()
-        metrics["entropy"] = float(entropies.detach()[active].mean()) if active.any() else 0.0
+        accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1
         for name, value in metrics.items():
-            self._metrics[mode][name].append(value)
+            scale = accumulation if name.startswith("loss/") else 1
+            self._metrics[mode][name].append(value * scale)

@@ -11,9 +11,12 @@ veRL's registries are per-process dicts, so the plugin must be imported in the d
 
 What gets registered (names chosen in the veRL config):
 
-* advantage estimators ``agentgrpo_grpo``, ``agentgrpo_lata``, ``agentgrpo_turn_discount``,
-  ``agentgrpo_turn_discount_lata`` (``algorithm.adv_estimator``; see ``estimators``);
-* the policy loss ``agentgrpo_llds`` (``actor.policy_loss.loss_mode``; see ``losses``).
+* every advantage estimator of the ``agentgrpo.algos`` registry as ``agentgrpo_<name>``
+  (``agentgrpo_grpo``, ``agentgrpo_lata``, ``agentgrpo_turn_discount``,
+  ``agentgrpo_turn_discount_lata``, ``agentgrpo_dr_grpo``; ``algorithm.adv_estimator``;
+  see ``estimators``);
+* the policy loss ``agentgrpo_llds``, the one objective (``actor.policy_loss.loss_mode``;
+  see ``losses``).
 
 The reward function (``reward.compute_score``, via ``custom_reward_function.path``) and
 the airline agent loop (``agent_loop.AirlineAgentLoop``, via ``configs/agent_loop.yaml``)
@@ -33,7 +36,7 @@ except ImportError as exc:  # pragma: no cover - only without the extra installe
         "agentgrpo.integrations.verl needs veRL: pip install 'agentgrpo[verl]'"
     ) from exc
 
-from agentgrpo.integrations.verl.estimators import ESTIMATORS
+from agentgrpo.integrations.verl.estimators import verl_estimators
 from agentgrpo.integrations.verl.losses import agentgrpo_llds
 
 POLICY_LOSSES = {"agentgrpo_llds": agentgrpo_llds}
@@ -49,7 +52,7 @@ def _ours(fn: object) -> bool:
 def register() -> list[str]:
     """Register our estimators and loss into veRL's registries; returns the names added."""
     added = []
-    for name, fn in ESTIMATORS.items():
+    for name, fn in verl_estimators().items():
         if not _ours(_core_algos.ADV_ESTIMATOR_REGISTRY.get(name)):
             _core_algos.register_adv_est(name)(fn)
             added.append(name)
@@ -66,4 +69,4 @@ def register() -> list[str]:
 
 register()
 
-__all__ = ["ESTIMATORS", "POLICY_LOSSES", "SUPPORTED_VERL", "agentgrpo_llds", "register"]
+__all__ = ["POLICY_LOSSES", "SUPPORTED_VERL", "agentgrpo_llds", "register"]
