@@ -26,8 +26,10 @@ POLICY_GPU=${POLICY_GPU:-0}
 
 # ---- algorithm switches (the run scripts set PRM_COEF and LLDS_COEF) ------------------------
 #   PRM_COEF   reward = outcome + PRM_COEF · PRM-Lite process score (default 0)
-#   LLDS_COEF  λ of LLDS, used by loss_mode=agentgrpo_llds (default 0)
+#   LLDS_COEF  λ of LLDS in the agentgrpo_llds loss (default 0: plain PPO-clip)
 LLDS_GATE=${LLDS_GATE:-action}
+# aggregation of the policy-gradient term (veRL's own loss_agg_mode stays token-mean: KL, entropy)
+LOSS_AGG=${LOSS_AGG:-seq-mean-token-sum}
 # old log-probs = vLLM's rollout log-probs, no recomputation pass (the seed's memory saver;
 # veRL >= 0.7). Set BYPASS_MODE= (empty) on older veRL.
 BYPASS_MODE=${BYPASS_MODE-true}
@@ -76,7 +78,7 @@ run_experiment() {
   local name=$1; shift
   prepare_data
   start_user_server
-  export AGENTGRPO_PRM_COEF=${PRM_COEF:-0.0} AGENTGRPO_LLDS_COEF=${LLDS_COEF:-0.0} AGENTGRPO_LLDS_GATE=$LLDS_GATE
+  export AGENTGRPO_PRM_COEF=${PRM_COEF:-0.0} AGENTGRPO_LLDS_COEF=${LLDS_COEF:-0.0} AGENTGRPO_LLDS_GATE=$LLDS_GATE AGENTGRPO_LOSS_AGG=$LOSS_AGG
   export AGENTGRPO_POLICY_MODEL=$POLICY_MODEL
   export AGENTGRPO_USER_KIND=$USER_KIND AGENTGRPO_USER_MODEL=$USER_MODEL
   export AGENTGRPO_USER_BASE_URL=${USER_BASE_URL:-http://127.0.0.1:${USER_PORT}/v1}
@@ -84,7 +86,7 @@ run_experiment() {
   export VERL_USE_EXTERNAL_MODULES=agentgrpo.integrations.verl   # veRL 0.6-0.8 (0.9+: entry point)
   # registries and settings are per process: forward them to every Ray worker
   local forward=()
-  for var in VERL_USE_EXTERNAL_MODULES AGENTGRPO_PRM_COEF AGENTGRPO_LLDS_COEF AGENTGRPO_LLDS_GATE \
+  for var in VERL_USE_EXTERNAL_MODULES AGENTGRPO_PRM_COEF AGENTGRPO_LLDS_COEF AGENTGRPO_LLDS_GATE AGENTGRPO_LOSS_AGG \
              AGENTGRPO_USER_KIND AGENTGRPO_USER_MODEL AGENTGRPO_USER_BASE_URL AGENTGRPO_VERL_CONFIGS \
              AGENTGRPO_REWARD_FILE AGENTGRPO_DATA_DIR AGENTGRPO_POLICY_MODEL HF_HUB_OFFLINE \
              TRANSFORMERS_OFFLINE; do

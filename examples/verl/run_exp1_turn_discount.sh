@@ -5,5 +5,5 @@ PRM_COEF=0.0
 run_experiment turn_discount \
   algorithm.adv_estimator=agentgrpo_turn_discount \
   algorithm.turn_discount_alpha=1.05 \
-  actor_rollout_ref.actor.policy_loss.loss_mode=vanilla \
+  actor_rollout_ref.actor.policy_loss.loss_mode=agentgrpo_llds \
   "$@"

@@ -4,5 +4,5 @@ source "$(dirname "$0")/common.sh"
 PRM_COEF=0.3
 run_experiment joint \
   algorithm.adv_estimator=agentgrpo_lata \
-  actor_rollout_ref.actor.policy_loss.loss_mode=vanilla \
+  actor_rollout_ref.actor.policy_loss.loss_mode=agentgrpo_llds \
   "$@"

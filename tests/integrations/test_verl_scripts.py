@@ -51,7 +51,8 @@ def test_joint_llds_script_dry_run(tmp_path, env_config):
         "AGENTGRPO_LLDS_COEF: '0.3'",
         "VERL_USE_EXTERNAL_MODULES: agentgrpo.integrations.verl",
         "total_training_steps: 7",
-        "loss_agg_mode: seq-mean-token-sum",
+        "loss_agg_mode: token-mean",
+        "AGENTGRPO_LOSS_AGG: seq-mean-token-sum",
         "default_agent_loop: agentgrpo_airline",
     ):
         assert line in config, line
