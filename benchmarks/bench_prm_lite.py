@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from agentgrpo.agent.types import Step
+from agentgrpo.envs.types import Step
 from agentgrpo.rewards.prm_lite import PRMLite
 
 REASONING = ("The user wants extra bags; policy says to read the reservation, check the "

@@ -1,9 +1,11 @@
 """Conversation format (chat rendering, tool-call parsing) and trajectory types.
 
 ``format``: Hermes tool-call rendering/parsing (``parse_assistant`` never raises).
+``turn``: ``play_turn`` — one generated turn parsed and played on an environment.
 ``chat``: ``ChatFormat`` — system prompt, template rendering, delta encoding, OpenAI
-message conversion. ``masking``: Render-Twice-Diff SFT labels. ``types``: Step, Turn,
-Trajectory. Importing this package does not import torch or transformers.
+message conversion. ``masking``: Render-Twice-Diff SFT labels. ``types``: Turn,
+Trajectory (``Step`` is an environment type: ``agentgrpo.envs.types``). Importing this
+package does not import torch or transformers.
 """
 from agentgrpo.agent.chat import ChatFormat, build_system_prompt
 from agentgrpo.agent.format import (
@@ -14,14 +16,14 @@ from agentgrpo.agent.format import (
     render_assistant,
 )
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_example, build_sft_examples
-from agentgrpo.agent.types import Step, Trajectory, Turn
+from agentgrpo.agent.turn import play_turn
+from agentgrpo.agent.types import Trajectory, Turn
 
 __all__ = [
     "IGNORE_INDEX",
     "ChatFormat",
     "ParsedAction",
     "SFTExample",
-    "Step",
     "Trajectory",
     "Turn",
     "build_sft_example",
@@ -30,5 +32,6 @@ __all__ = [
     "openai_assistant_message",
     "parse_assistant",
     "parse_openai_message",
+    "play_turn",
     "render_assistant",
 ]

@@ -23,8 +23,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgrpo.agent.types import StepKind
-from agentgrpo.envs.types import RESPOND, Action
+from agentgrpo.envs.types import INVALID, RESPOND, Action, StepKind
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -32,7 +31,6 @@ TOOL_CALL_CLOSE = "</tool_call>"
 END_OF_TURN_MARKERS: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
 """End-of-turn / end-of-text tokens that may trail decoded text; parsing ignores them."""
 
-INVALID = "invalid"
 
 _MAX_QUOTED = 60  # characters of a bad name or stray text echoed back in an error
 

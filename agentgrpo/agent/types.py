@@ -1,50 +1,21 @@
 """Trajectory data types shared by rollout, rewards, evaluation and training.
 
-A *Step* is one agent action and what came back (semantic level: PRM-Lite and the
-evaluator read these). A *Turn* is one assistant generation at token level: the
-span of policy tokens in ``Trajectory.token_ids`` that produced the step (LLDS's
-"action", Turn-Discount's turn index). In our format every assistant turn carries
-exactly one action (a tool call or a message), so ``turns[j].step is steps[j]``.
-No torch here: token fields are plain lists so a Trajectory serialises to JSON;
-the trainer collates them into tensors (``agentgrpo.train.batch``).
+A *Step* (``agentgrpo.envs.types.Step``) is one agent action and what came back
+(semantic level: PRM-Lite and the evaluator read these). A *Turn* is one assistant
+generation at token level: the span of policy tokens in ``Trajectory.token_ids`` that
+produced the step (LLDS's "action", Turn-Discount's turn index). In our format every
+assistant turn carries exactly one action (a tool call or a message), so
+``turns[j].step is steps[j]``. No torch here: token fields are plain lists so a
+Trajectory serialises to JSON; the trainer collates them into tensors
+(``agentgrpo.train.batch``).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-StepKind = Literal["tool", "respond", "invalid"]
-Termination = Literal["user_stop", "transfer", "max_turns", "token_budget", "running"]
-
-
-@dataclass
-class Step:
-    """One agent action and its outcome.
-
-    kind: ``tool`` (a well-formed call, even to a tool that then errored),
-        ``respond`` (a message to the user), ``invalid`` (a malformed generation:
-        bad JSON, unknown tool, two calls, call and message together...).
-    name: tool name, ``"respond"``, or ``"invalid"``.
-    arguments: tool arguments (``{"content": text}`` for respond; ``{}`` if invalid).
-    observation: tool output, the user's reply, or the error shown to the policy.
-    text: the assistant's free text around the call (its visible reasoning).
-    error: the tool returned ``"Error: ..."`` or the generation was malformed.
-    """
-
-    kind: StepKind
-    name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-    observation: str = ""
-    text: str = ""
-    error: bool = False
-
-    @property
-    def is_think(self) -> bool:
-        return self.kind == "tool" and self.name == "think"
-
-    @property
-    def is_tool(self) -> bool:
-        return self.kind == "tool"
+if TYPE_CHECKING:  # annotations only: Step lives with the environment types
+    from agentgrpo.envs.types import Step, Termination
 
 
 @dataclass

@@ -1,18 +1,33 @@
-"""Domain-agnostic environment types: actions, tasks and step results.
+"""Domain-agnostic environment types: actions, tasks, step results and steps.
 
 These are the small dataclasses the environment layer exchanges with the agent,
-rollout and evaluation layers. No torch here (environment code never imports it).
+rollout and evaluation layers. No torch here (environment code never imports it), and
+no import from the layers above: they import these.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 RESPOND = "respond"
 """Action name for a message to the user; its kwargs are ``{"content": str}``."""
 
+INVALID = "invalid"
+"""Step kind and name of a malformed turn (it never reaches the environment)."""
+
 USER_STOP = "###STOP###"
 """Token the user simulator emits to end the conversation."""
+
+ERROR_PREFIX = "Error: "
+"""Prefix of every observation that reports a failed tool call (τ-bench's convention)."""
+
+StepKind = Literal["tool", "respond", "invalid"]
+Termination = Literal["user_stop", "transfer", "max_turns", "token_budget", "running"]
+
+
+def is_error_observation(observation: str) -> bool:
+    """Whether a tool's observation reports a failure: it starts with ``"Error: "``."""
+    return observation.startswith(ERROR_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -29,6 +44,12 @@ class Action:
     @property
     def is_respond(self) -> bool:
         return self.name == RESPOND
+
+    @property
+    def content(self) -> str:
+        """The text of a ``respond`` action (``""`` if missing, ``str()`` of a non-string)."""
+        content = self.kwargs.get("content", "") if isinstance(self.kwargs, dict) else ""
+        return content if isinstance(content, str) else str(content)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kwargs": self.kwargs}
@@ -79,3 +100,33 @@ class StepResult:
     done: bool
     reward: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Step:
+    """One agent action and its outcome (PRM-Lite and the evaluator read these).
+
+    kind: ``tool`` (a well-formed call, even to a tool that then errored),
+        ``respond`` (a message to the user), ``invalid`` (a malformed generation:
+        bad JSON, unknown tool, two calls, call and message together...).
+    name: tool name, ``"respond"``, or ``"invalid"``.
+    arguments: tool arguments (``{"content": text}`` for respond; ``{}`` if invalid).
+    observation: tool output, the user's reply, or the error shown to the policy.
+    text: the assistant's free text around the call (its visible reasoning).
+    error: the turn was malformed (invalid) or the tool returned ``"Error: ..."``.
+    """
+
+    kind: StepKind
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    observation: str = ""
+    text: str = ""
+    error: bool = False
+
+    @property
+    def is_think(self) -> bool:
+        return self.kind == "tool" and self.name == "think"
+
+    @property
+    def is_tool(self) -> bool:
+        return self.kind == "tool"

@@ -24,6 +24,7 @@ class EndpointAgent:
         self.temperature = temperature
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy}]
         self.last_text = ""
+        self.last_error: str | None = None  # the parser's complaint about the last reply, shown to the model
         self._pending_call: dict[str, Any] | None = None
         self._calls = 0
 
@@ -36,6 +37,7 @@ class EndpointAgent:
         reply = self.client.complete(self.messages, tools=self.tools, temperature=self.temperature)
         parsed = parse_openai_message(reply, self.domain.tool_names)
         self.last_text = parsed.text
+        self.last_error = parsed.error
         if parsed.kind == "respond":
             self._pending_call = None
             self.messages.append({"role": "assistant", "content": parsed.text})
@@ -46,7 +48,7 @@ class EndpointAgent:
             self._pending_call = message["tool_calls"][0]
             self.messages.append(message)
             return Action(parsed.name, parsed.arguments)
-        # malformed: the environment answers an unknown tool with an error observation
+        # malformed: run_episode plays an invalid turn with ``last_error`` (it never reaches the env)
         self._pending_call = None
         self.messages.append({"role": "assistant", "content": reply.get("content") or ""})
         return Action(parsed.name or "invalid_tool_call", parsed.arguments or {})

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgrpo.agent.types import Step
+from agentgrpo.envs.types import Step
 
 
 @dataclass

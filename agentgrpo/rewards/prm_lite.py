@@ -1,6 +1,6 @@
 """PRM-Lite: a 15-rule process reward with zero trainable parameters (DESIGN §4).
 
-Input: an agent's steps (``agentgrpo.agent.types.Step``) or an OpenAI-style chat
+Input: an agent's steps (``agentgrpo.envs.types.Step``) or an OpenAI-style chat
 transcript. Output (``PRMResult``): one score per step (step rules only, so the
 trainer can credit turns), the fired rule ids, the trajectory-level adjustment
 (P6, P8, B6) and ``process_score = clamp(mean(step_scores) + adjustment, -0.5, 0.5)``.
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgrpo.agent.types import Step
+from agentgrpo.envs.types import Step
 from agentgrpo.rewards.config import RULE_IDS, PRMLiteConfig
 from agentgrpo.rewards.entities import Entity, EntityMatcher, occurs_as_token
 from agentgrpo.rewards.messages import (

@@ -21,8 +21,8 @@ from typing import Any, Protocol
 import torch
 
 from agentgrpo.agent.chat import ChatFormat
-from agentgrpo.agent.format import parse_assistant
-from agentgrpo.agent.types import Step, Trajectory, Turn
+from agentgrpo.agent.turn import play_turn
+from agentgrpo.agent.types import Trajectory, Turn
 from agentgrpo.envs.types import Action, StepResult
 from agentgrpo.rollout.cache import GrowableCache
 from agentgrpo.rollout.sampling import forward_chunk, sample_tokens
@@ -255,17 +255,18 @@ class RolloutEngine:
             traj.logprobs.append(0.0)
             ep.pending.append(forced)
         text = self.chat.decode(body)
-        step, result = self._act(ep, text)
+        _, outcome = play_turn(ep.spec.env, text, self.chat.tool_names)  # malformed turns never reach it
+        step = outcome.step
         traj.steps.append(step)
         traj.turns.append(Turn(start=start, end=start + len(ep.generated), step=step))
         ep.messages.append({"role": "assistant", "content": text})
-        if result is not None and result.done:
-            self._finish(ep, result)
+        if outcome.done:
+            self._finish(ep, outcome.result)
             return
         if len(traj.turns) >= cfg.max_turns:
             self._finish(ep, ep.spec.env.finish("max_turns"))
             return
-        new_message = {"role": "user" if step.kind == "respond" else "tool", "content": step.observation}
+        new_message = {"role": outcome.reply_role, "content": step.observation}
         delta = self.chat.encode_delta(ep.messages, [new_message])
         ep.messages.append(new_message)
         if len(traj.token_ids) + len(delta) + 2 > cfg.max_total_tokens:  # no room for one more token
@@ -275,21 +276,6 @@ class RolloutEngine:
         traj.response_mask += [0] * len(delta)
         traj.logprobs += [0.0] * len(delta)
         ep.pending += delta
-
-    def _act(self, ep: _Live, text: str) -> tuple[Step, StepResult | None]:
-        """Parse the turn and send it to the environment; malformed turns never reach it."""
-        parsed = parse_assistant(text, self.chat.tool_names)
-        if parsed.kind == "invalid":
-            observation = f"Error: {parsed.error}"
-            return Step("invalid", "invalid", {}, observation, text=text, error=True), None
-        if parsed.kind == "respond":
-            result = ep.spec.env.step(Action.respond(parsed.text))
-            step = Step("respond", "respond", {"content": parsed.text}, result.observation, text=parsed.text)
-            return step, result
-        result = ep.spec.env.step(Action(parsed.name, parsed.arguments))
-        error = result.observation.startswith("Error")
-        step = Step("tool", parsed.name, parsed.arguments, result.observation, text=parsed.text, error=error)
-        return step, result
 
     def _finish(self, ep: _Live, result: StepResult) -> None:
         ep.done = True

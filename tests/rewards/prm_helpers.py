@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from agentgrpo.agent.types import Step
+from agentgrpo.envs.types import Step
 
 TEXT = "Let me check that in the system for you now."
 """Assistant text of 30..100 characters: neither terse (P7) nor a think step."""

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytest import approx
 
-from agentgrpo.agent.types import Step
+from agentgrpo.envs.types import Step
 from agentgrpo.rewards.config import TRAJECTORY_RULES
 from agentgrpo.rewards.prm_lite import PRMLite
 

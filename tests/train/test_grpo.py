@@ -8,8 +8,9 @@ import pytest
 import torch
 from helpers import SMALL_ENV_OVERRIDES
 
-from agentgrpo.agent.types import Step, Trajectory, Turn
+from agentgrpo.agent.types import Trajectory, Turn
 from agentgrpo.config import load_config
+from agentgrpo.envs.types import Step
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
 

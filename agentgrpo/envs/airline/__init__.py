@@ -20,11 +20,12 @@ from agentgrpo.envs.airline.db import (
     Store,
     copy_json,
 )
-from agentgrpo.envs.airline.domain import COMPAT_MODES, ERROR_PREFIX, AirlineDomain
+from agentgrpo.envs.airline.domain import COMPAT_MODES, AirlineDomain
 from agentgrpo.envs.airline.grader import GradeResult, canonical_json, multiset_hash, naive_hash
 from agentgrpo.envs.airline.schema import CabinClass, FlightType, Insurance
 from agentgrpo.envs.airline.tau_bench import load_tau_bench
 from agentgrpo.envs.airline.tools import TOOL_KINDS, AirlineTools, Compat, ToolError
+from agentgrpo.envs.types import ERROR_PREFIX
 
 __all__ = [
     "AirlineDomain",

@@ -27,13 +27,12 @@ from agentgrpo.envs.airline.grader import (
 )
 from agentgrpo.envs.airline.schema import ArgumentError, ExtraFields, validate_arguments
 from agentgrpo.envs.airline.tools import TOOL_KINDS, TOOL_SCHEMAS, AirlineTools, Compat, ToolError
-from agentgrpo.envs.types import Action, Task
+from agentgrpo.envs.types import ERROR_PREFIX, Action, Task, is_error_observation
 
 COMPAT_MODES: tuple[str, ...] = ("tau_bench", "fixed")
 EXTRA_FIELDS: dict[str, ExtraFields] = {"tau_bench": "keep", "fixed": "reject"}
 """Unknown fields inside nested arguments (a flight, a passenger, a payment): τ-bench keeps
 them, as it stores the caller's dicts; ``fixed`` rejects them (the schema is the contract)."""
-ERROR_PREFIX = "Error: "
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -137,9 +136,8 @@ class AirlineDomain:
     def _render(result: Any) -> str:
         return result if isinstance(result, str) else json.dumps(result)
 
-    @staticmethod
-    def is_error(observation: str) -> bool:
-        return observation.startswith(ERROR_PREFIX)
+    is_error = staticmethod(is_error_observation)
+    """Whether an observation reports a failed call (``agentgrpo.envs.types.is_error_observation``)."""
 
     def replay(self, actions: Iterable[Action], state: Store | None = None) -> tuple[Store, list[str]]:
         """Run actions (messages and terminating tools skipped) on a state.

@@ -4,12 +4,16 @@ An episode is one task, one fresh database and one user simulator. The agent act
 with ``Action(name, kwargs)`` (a tool call) or ``Action.respond(text)`` (a message to
 the user). The episode ends when the user says ``###STOP###``, when a terminating
 tool (the transfer) succeeds, or after ``max_steps`` agent actions; only then is the
-reward computed (``domain.reward``) and the grade put in ``info``. A malformed action
-(unknown tool, bad arguments) is just an error observation from ``domain.execute``.
+reward computed (``domain.reward``) and the grade put in ``info``. An action that
+reaches ``step`` malformed (unknown tool, bad arguments) is just an error observation
+from ``domain.execute``.
 
-``run_episode(env, agent)`` plays a whole episode and records it as OpenAI-style
-chat messages (system = the policy, user, assistant with ``tool_calls``, tool): the
-format of the CLI's transcripts and of the SFT data.
+``run_episode(env, agent)`` plays a whole episode, one turn at a time through
+``agentgrpo.envs.turn.apply_turn`` (the turn of the rollout engine and the veRL episode:
+a malformed action, e.g. an unknown tool, never reaches the environment but counts
+towards ``max_steps``), and records it as OpenAI-style chat messages (system = the
+policy, user, assistant with ``tool_calls``, tool): the format of the CLI's transcripts
+and of the SFT data.
 """
 from __future__ import annotations
 
@@ -17,15 +21,17 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from agentgrpo.agent.types import Step, Termination
-from agentgrpo.envs.types import USER_STOP, Action, StepResult, Task
+from agentgrpo.envs.turn import action_error, apply_turn
+from agentgrpo.envs.types import USER_STOP, Action, Step, StepResult, Task, Termination
 
 
 class Agent(Protocol):
     """Anything that maps the last observation to the next action.
 
     An agent may also expose ``last_text``: the free text that goes with its last
-    action (for a tool call, its stated reason); ``run_episode`` records it.
+    action (for a tool call, its stated reason), which ``run_episode`` records; and
+    ``last_error``: why its last output was malformed (``None`` if it was not), which
+    makes the turn invalid with that error, whatever action ``act`` returned.
     """
 
     def act(self, observation: str) -> Action: ...
@@ -62,8 +68,7 @@ class AirlineEnv:
             raise RuntimeError("the episode is over: call reset() first")
         self.steps += 1
         if isinstance(action, Action) and action.is_respond:
-            content = action.kwargs.get("content", "") if isinstance(action.kwargs, dict) else ""
-            content = content if isinstance(content, str) else str(content)
+            content = action.content
             self.replies.append(content)
             observation = self.user.step(content)
             if USER_STOP in observation:
@@ -129,23 +134,20 @@ def run_episode(env: AirlineEnv, agent: Agent) -> EpisodeResult:
     while not env.done:
         action = agent.act(observation)
         text = getattr(agent, "last_text", "") or ""
-        result = env.step(action)
+        error = getattr(agent, "last_error", None) or action_error(action, env.domain.tool_names)
+        step = apply_turn(env, None if error else action, text, error).step
         actions.append(action)
-        observation = result.observation
-        if action.is_respond:
-            content = env.replies[-1]
-            messages += [{"role": "assistant", "content": content},
+        steps.append(step)
+        observation = step.observation
+        if step.kind == "respond":
+            messages += [{"role": "assistant", "content": step.text},
                          {"role": "user", "content": observation}]
-            steps.append(Step("respond", "respond", {"content": content}, observation, content))
         else:
-            call_id = f"call_{len(steps)}"
+            call_id = f"call_{len(steps) - 1}"
             messages += [_tool_call_message(text, call_id, action),
                          {"role": "tool", "tool_call_id": call_id, "name": str(action.name),
                           "content": observation}]
-            known = action.name in env.domain.tool_names and isinstance(action.kwargs, dict)
-            steps.append(Step("tool" if known else "invalid",
-                              str(action.name) if known else "invalid",
-                              dict(action.kwargs) if known else {},
-                              observation, text, env.domain.is_error(observation)))
+        if not env.done and len(steps) >= env.max_steps:  # malformed turns count too
+            env.finish("max_turns")
     return EpisodeResult(env.task.task_id, env.task.family, env.info["grade"]["reward"],
                          env.termination, messages, actions, steps, dict(env.info))

@@ -20,7 +20,7 @@ from typing import Any
 
 from agentgrpo.envs.airline.dialogue import is_yes
 from agentgrpo.envs.airline.scenario import Scenario
-from agentgrpo.envs.types import Action, Task
+from agentgrpo.envs.types import Action, Task, is_error_observation
 
 CLOSING = "Is there anything else I can help you with?"
 AUTH_QUESTION = "I can look into that. Could you please give me your user id?"
@@ -89,7 +89,7 @@ class OracleAgent:
     def call(self, name: str, kwargs: dict[str, Any], reason: str) -> Script:
         """Make one tool call; returns the observation (an error aborts the dialogue)."""
         observation = yield Move(Action(name, kwargs), reason)
-        if observation.startswith("Error"):
+        if is_error_observation(observation):
             raise Abort(f"The tool {name} failed with: {observation}")
         return observation
 

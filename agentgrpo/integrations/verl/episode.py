@@ -1,9 +1,10 @@
 """The environment side of the veRL agent loop: one airline episode driven by generated text.
 
-``AirlineEpisode`` takes the policy's raw assistant text turn by turn, parses it
-(``agentgrpo.agent.format.parse_assistant``: a Hermes tool call, a message to the user,
-or a malformed turn), sends it to ``AirlineEnv`` (tools + scripted or LLM user) and hands
-back the next message the policy must see. It keeps two views of the conversation:
+``AirlineEpisode`` takes the policy's raw assistant text turn by turn, plays it with
+``agentgrpo.agent.turn.play_turn`` (the rollout engine's turn: a Hermes tool call, a
+message to the user, or a malformed turn that never reaches the environment) on
+``AirlineEnv`` (tools + scripted or LLM user) and hands back the next message the policy
+must see. It keeps two views of the conversation:
 
 * ``chat_messages``: role/content messages as the chat template renders them (assistant
   turns hold the raw generated text), which the agent loop turns into tokens with
@@ -26,12 +27,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentgrpo.agent.chat import build_system_prompt
-from agentgrpo.agent.format import ParsedAction, openai_assistant_message, parse_assistant
-from agentgrpo.agent.types import Step
+from agentgrpo.agent.format import ParsedAction, openai_assistant_message
+from agentgrpo.agent.turn import play_turn
 from agentgrpo.config import from_dict, to_dict
 from agentgrpo.envs.airline.environment import AirlineEnv
 from agentgrpo.envs.airline.factory import EnvBundle, EnvConfig, build_env, make_env
-from agentgrpo.envs.types import Action, Task
+from agentgrpo.envs.types import Step, Task
 from agentgrpo.integrations.verl.settings import setting
 
 Message = dict[str, Any]
@@ -147,9 +148,9 @@ class AirlineEpisode:
         """
         if self.done:
             raise RuntimeError("the episode is over")
-        parsed = parse_assistant(text, self.tool_names)
-        step, reply = self._apply(parsed, text)
-        self.steps.append(step)
+        parsed, outcome = play_turn(self.env, text, self.tool_names)
+        reply = {"role": outcome.reply_role, "content": outcome.step.observation}
+        self.steps.append(outcome.step)
         self.chat_messages.append({"role": "assistant", "content": text})
         self.chat_messages.append(reply)
         self._record(parsed, reply)
@@ -160,27 +161,6 @@ class AirlineEpisode:
     def finish(self, termination: str) -> None:
         """End the episode from outside (turn or token budget exhausted) and grade it."""
         self.env.finish(termination)
-
-    def _apply(self, parsed: ParsedAction, text: str) -> tuple[Step, Message]:
-        if parsed.kind == "invalid":
-            step = Step("invalid", "invalid", {}, parsed.observation, text=text, error=True)
-            return step, {"role": "tool", "content": parsed.observation}
-        if parsed.kind == "respond":
-            result = self.env.step(Action.respond(parsed.text))
-            step = Step(
-                "respond", "respond", {"content": parsed.text}, result.observation, text=parsed.text
-            )
-            return step, {"role": "user", "content": result.observation}
-        result = self.env.step(Action(parsed.name, parsed.arguments))
-        step = Step(
-            "tool",
-            parsed.name,
-            dict(parsed.arguments),
-            result.observation,
-            text=parsed.text,
-            error=self.env.domain.is_error(result.observation),
-        )
-        return step, {"role": "tool", "content": result.observation}
 
     def _record(self, parsed: ParsedAction, reply: Message) -> None:
         """Append the turn and its answer to the OpenAI-style transcript."""
