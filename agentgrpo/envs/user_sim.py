@@ -8,12 +8,14 @@ A user simulator has two methods: ``reset()`` returns the user's first message a
 questions from it, says "yes" to a confirmation only when the stated details match
 the write it wants, accepts a correct refusal, and stops when its goal is met or
 the agent is going nowhere. Its rules are listed in docs/environment-generated.md.
-``LLMUser`` plays τ-bench's user with an OpenAI-compatible chat-completions API.
+``LLMUser`` plays τ-bench's user with any chat client (``ChatClient``: in practice
+``agentgrpo.policy.openai_client.OpenAIChatPolicy`` on an OpenAI-compatible API), which
+the caller builds and passes in: this layer does no HTTP of its own.
 """
 from __future__ import annotations
 
-import os
 import random
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from agentgrpo.envs.airline.dialogue import (
@@ -27,7 +29,6 @@ from agentgrpo.envs.airline.dialogue import (
 from agentgrpo.envs.airline.scenario import Scenario
 from agentgrpo.envs.airline.user_script import answer_slots, opening, restatement
 from agentgrpo.envs.types import USER_STOP, Task
-from agentgrpo.policy.openai_client import OpenAIChatPolicy
 
 AGENT_GREETING = "Hi! How can I help you today?"
 NON_ANSWERS = ("help", "anything_else")  # slots that ask nothing the user must answer
@@ -165,33 +166,34 @@ def user_system_prompt(instruction: str) -> str:
     )
 
 
+class ChatClient(Protocol):
+    """A chat-completions client (``OpenAIChatPolicy`` is one): the model, URL, retries and
+    API key are its business; the user simulator only sends messages."""
+
+    base_url: str
+
+    def complete(self, messages: Sequence[dict[str, Any]], *, temperature: float = 0.0,
+                 seed: int | None = None) -> dict[str, Any]: ...
+
+
 class LLMUser:
-    """A user played by a chat model behind an OpenAI-compatible ``/chat/completions``.
+    """A user played by a chat model through ``client``.
 
     Args:
         task: Any task; its ``instruction`` drives the model.
-        model: Model name sent to the API.
-        base_url: API root, e.g. ``https://api.openai.com/v1`` (``OPENAI_BASE_URL``).
-        api_key_env: Name of the environment variable holding the API key.
+        client: The chat client (e.g. ``OpenAIChatPolicy(base_url, model)``); one client
+            may serve every episode, as it keeps no conversation state.
         temperature: Sampling temperature.
         seed: Sent as the request's ``seed`` (servers that support it sample
             reproducibly); ``None`` sends none.
-        max_retries / backoff_s: Retries on network errors, 429 and 5xx, waiting
-            ``backoff_s * 2**attempt`` seconds between tries.
-        timeout_s: Per-request timeout.
     """
 
-    def __init__(self, task: Task, model: str = "gpt-4o-mini", base_url: str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.0,
-                 seed: int | None = None, max_retries: int = 5, backoff_s: float = 1.0,
-                 timeout_s: float = 60.0) -> None:
+    def __init__(self, task: Task, client: ChatClient, temperature: float = 0.0,
+                 seed: int | None = None) -> None:
         self.task = task
+        self.client = client
         self.temperature = temperature
         self.seed = seed
-        self.client = OpenAIChatPolicy(
-            base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
-            model, api_key_env=api_key_env, max_retries=max_retries, backoff=backoff_s, timeout=timeout_s,
-        )
         self.messages: list[dict[str, str]] = []
 
     @property

@@ -14,6 +14,7 @@ from agentgrpo.envs.airline.oracle import OracleAgent
 from agentgrpo.envs.airline.task_gen import FAMILY_NAMES, generate_domain
 from agentgrpo.envs.types import USER_STOP, Task
 from agentgrpo.envs.user_sim import LLMUser, ScriptedUser
+from agentgrpo.policy.openai_client import OpenAIChatPolicy
 
 
 @pytest.fixture(scope="module")
@@ -262,8 +263,10 @@ def test_llm_user_protocol_retries_and_stop(monkeypatch):
         _ChatServer.seen = []
         monkeypatch.setenv("TEST_USER_KEY", "sekret")
         task = Task("t", "u", "Your user id is u. You want to cancel.", [])
-        user = LLMUser(task, model="m", base_url=f"http://127.0.0.1:{server.server_port}/v1",
-                       api_key_env="TEST_USER_KEY", backoff_s=0.01, seed=4)
+        client = OpenAIChatPolicy(f"http://127.0.0.1:{server.server_port}/v1", "m",
+                                  api_key_env="TEST_USER_KEY", backoff=0.01)
+        user = LLMUser(task, client, seed=4)
+        assert user.base_url == f"http://127.0.0.1:{server.server_port}/v1"
         assert user.reset() == "Hi, I want to cancel my trip."
         assert user.step("Sure, which reservation?") == USER_STOP
         first = _ChatServer.seen[1]["body"]["messages"]
@@ -284,3 +287,28 @@ def test_llm_user_protocol_retries_and_stop(monkeypatch):
             user.step("hello again")
     finally:
         server.shutdown()
+
+
+def test_make_env_passes_the_chat_client_to_the_llm_user(domain):
+    from agentgrpo.envs.airline.factory import EnvBundle, EnvConfig, UserConfig, make_env
+
+    class EchoClient:
+        base_url = "http://echo/v1"
+
+        def __init__(self):
+            self.calls = []
+
+        def complete(self, messages, *, temperature=0.0, seed=None):
+            self.calls.append((list(messages), temperature, seed))
+            return {"role": "assistant", "content": "I want to add a bag."}
+
+    task = task_of(domain, "add_bags")
+    config = EnvConfig(user=UserConfig(kind="llm", base_url="http://10.0.0.9:8000", temperature=0.5))
+    bundle = EnvBundle(domain, {"unseen": [task]})
+    client = EchoClient()
+    env = make_env(bundle, task, config, user_seed=7, user_client=client)
+    assert env.reset() == "I want to add a bag."
+    assert env.user.client is client and client.calls[0][1:] == (0.5, 7)
+    built = make_env(bundle, task, config, user_seed=7).user  # built from env.user
+    assert isinstance(built, LLMUser) and isinstance(built.client, OpenAIChatPolicy)
+    assert built.base_url == "http://10.0.0.9:8000/v1" and built.client.model == config.user.model

@@ -139,10 +139,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _make_user(args: argparse.Namespace, task: Task) -> Any:
+    from agentgrpo.envs.airline.factory import UserConfig, llm_user_client
     from agentgrpo.envs.user_sim import LLMUser, ScriptedUser
 
     if args.user == "llm":
-        return LLMUser(task, model=args.user_model, base_url=args.user_base_url)
+        base_url = args.user_base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        return LLMUser(task, llm_user_client(UserConfig("llm", args.user_model, base_url)))
     if task.scenario is None:
         raise SystemExit("this task has no scenario for the scripted user: use --user llm")
     return ScriptedUser(task, seed=args.user_seed)

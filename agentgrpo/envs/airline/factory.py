@@ -4,6 +4,11 @@ Every job (SFT, GRPO, evaluation, the quickstart, the veRL data preparation) get
 tasks the same way: ``build_env(EnvConfig)`` returns the domain and the
 covered_seen / uncovered_seen / unseen splits, and ``make_env`` wraps one task in an
 ``AirlineEnv`` with the configured user simulator.
+
+An LLM user talks through a chat client that ``make_env`` is given (``user_client``) or,
+as the composition point of a config, builds from ``config.user``
+(``llm_user_client``): the OpenAI-compatible client is imported only then, so importing
+this package never loads ``agentgrpo.policy``.
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from agentgrpo.envs.airline.environment import AirlineEnv
 from agentgrpo.envs.airline.task_gen import generate_domain, split_tasks
 from agentgrpo.envs.airline.tau_bench import load_tau_bench
 from agentgrpo.envs.types import Task
-from agentgrpo.envs.user_sim import LLMUser, ScriptedUser
+from agentgrpo.envs.user_sim import ChatClient, LLMUser, ScriptedUser
 
 SPLIT_NAMES = ("covered_seen", "uncovered_seen", "unseen")
 TRAIN_SPLITS = ("covered_seen", "uncovered_seen")
@@ -121,17 +126,25 @@ def build_env(config: EnvConfig) -> EnvBundle:
     return EnvBundle(domain=domain, splits=splits)
 
 
-def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, max_steps: int = 30) -> AirlineEnv:
-    """One episode's environment with the configured user simulator."""
+def llm_user_client(user: UserConfig) -> ChatClient:
+    """The OpenAI-compatible chat client of ``user``: its model, URL and API key variable; 60 s
+    per request, network errors, 429 and 5xx retried 5 times with backoff from 1 s."""
+    from agentgrpo.policy.openai_client import OpenAIChatPolicy  # only when an LLM user is built
+
+    return OpenAIChatPolicy(user.base_url, user.model, api_key_env=user.api_key_env, max_retries=5,
+                            backoff=1.0, timeout=60.0)
+
+
+def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, max_steps: int = 30,
+             user_client: ChatClient | None = None) -> AirlineEnv:
+    """One episode's environment with the configured user simulator.
+
+    ``user_client``: the chat client of an LLM user (one may serve every episode);
+    ``None`` builds one from ``config.user`` (``llm_user_client``). Unused for scripted users.
+    """
     if config.user.kind == "scripted":
         user = ScriptedUser(task, seed=user_seed)
     else:
-        user = LLMUser(
-            task,
-            model=config.user.model,
-            base_url=config.user.base_url,
-            api_key_env=config.user.api_key_env,
-            temperature=config.user.temperature,
-            seed=user_seed,
-        )
+        client = user_client if user_client is not None else llm_user_client(config.user)
+        user = LLMUser(task, client, temperature=config.user.temperature, seed=user_seed)
     return AirlineEnv(bundle.domain, task, user, max_steps=max_steps)
