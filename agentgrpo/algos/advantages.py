@@ -73,9 +73,21 @@ def _group_moments(x: torch.Tensor, inverse: torch.Tensor, num_groups: int
 
 
 def _check_scores(scores: torch.Tensor) -> torch.Tensor:
+    """``scores`` as float, checked to be ``[B]`` and finite (one host sync on a GPU).
+
+    A NaN would silently zero its group's advantages and ±inf would make them NaN, so
+    non-finite scores are an error: callers drop such trajectories first (the GRPO
+    trainer does, and counts them as ``reward/non_finite``).
+    """
     scores = as_float(scores)
     if scores.dim() != 1:
         raise ValueError(f"scores must have shape [B], got {tuple(scores.shape)}")
+    finite = torch.isfinite(scores)
+    if not bool(finite.all()):
+        rows = (~finite).nonzero().flatten().tolist()
+        values = [scores[i].item() for i in rows[:8]]
+        raise ValueError(f"scores must be finite: {len(rows)} non-finite score(s) at rows {rows[:8]} "
+                         f"(values {values}); drop those trajectories before computing advantages")
     return scores
 
 
@@ -123,6 +135,9 @@ def group_advantages(scores: torch.Tensor, group_ids: GroupIds, norm_by_std: boo
 
     Returns:
         ``A[B]`` (float32, float64 for float64 scores), or ``(A, stats)``.
+
+    Raises:
+        ValueError: a score is NaN or ±inf (it would zero or poison its whole group).
     """
     scores = _check_scores(scores)
     inverse, num_groups = group_index(group_ids, scores.shape[0], scores.device)

@@ -10,6 +10,7 @@ upcast; the gradient reaches them through the cast).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Literal, Union
 
@@ -26,6 +27,24 @@ KLKind = Literal["k1", "k2", "k3", "abs", "low_var_kl", "kl", "mse"]
 # log-ratios are clamped before exp (as veRL does) so a stale or corrupt old_logp
 # cannot overflow the ratio; beyond the clamp the token simply stops contributing gradient.
 LOG_RATIO_CLAMP = 20.0
+
+
+def _check_denominator(name: str, value: Number | None) -> None:
+    """Reject a negative, NaN or infinite denominator, naming it.
+
+    Python numbers and CPU tensors are checked (no device sync); tensors on an
+    accelerator are not, since reading one back would stall the GPU on every call.
+    """
+    if value is None:
+        return
+    if isinstance(value, torch.Tensor):
+        if value.device.type != "cpu":
+            return
+        bad = bool((~torch.isfinite(value) | (value < 0)).any())
+    else:
+        bad = not math.isfinite(value) or value < 0
+    if bad:
+        raise ValueError(f"agg_loss: {name} must be a finite number >= 0, got {value!r}")
 
 
 def _denominator(value: Number | None, default: torch.Tensor) -> torch.Tensor:
@@ -89,7 +108,9 @@ def agg_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: AggMode | str, *,
     micro-batches, exactly the full mini-batch's loss and gradient (veRL 0.7+'s
     ``global_batch_info``). Note veRL 0.9.1's seq-mean default counts only rows with
     active tokens; here the default is B — pass ``num_seqs`` to choose. A denominator of 0
-    is replaced by 1 (its numerator is then 0): the loss is 0, never NaN.
+    is replaced by 1 (its numerator is then 0): the loss is 0, never NaN. A negative or
+    non-finite denominator raises ``ValueError`` (checked for Python numbers and CPU
+    tensors; GPU tensors are not read back, to keep the call free of device syncs).
 
     Returns a 0-d float32 tensor (float64 for float64 input).
     """
@@ -97,6 +118,8 @@ def agg_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: AggMode | str, *,
         raise ValueError(f"unknown loss aggregation mode {mode!r}; valid modes: {list(_AGG_MODES)}")
     if loss_mat.shape != mask.shape:
         raise ValueError(f"loss_mat {tuple(loss_mat.shape)} and mask {tuple(mask.shape)} differ")
+    for name, value in (("num_tokens", num_tokens), ("num_seqs", num_seqs), ("horizon", horizon)):
+        _check_denominator(name, value)
     dtype = torch.float64 if loss_mat.dtype == torch.float64 else torch.float32
     weight = mask.detach().to(dtype)
     # where, not a product: inf/NaN on masked positions (e.g. padding) must not leak in.

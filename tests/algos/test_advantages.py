@@ -77,6 +77,18 @@ def test_group_advantages_bfloat16_and_wrong_shapes():
         group_advantages(torch.ones(2, 3), [0, 0])
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_group_advantages_reject_non_finite_scores(bad):
+    # before: NaN silently zeroed its group, +inf gave NaN advantages
+    scores = torch.tensor([1.0, 0.0, bad, 1.0])
+    with pytest.raises(ValueError, match=r"finite.*rows \[2\]"):
+        group_advantages(scores, [0, 0, 1, 1])
+    with pytest.raises(ValueError, match="finite"):
+        group_advantages(scores, [0, 0, 1, 1], norm_by_std=False, return_stats=True)
+    with pytest.raises(ValueError, match="finite"):
+        group_stats(scores, [0, 0, 1, 1])
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.floats(-5, 5, allow_nan=False, width=32)),
                 min_size=1, max_size=12),

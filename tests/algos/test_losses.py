@@ -58,6 +58,21 @@ def test_agg_loss_empty_rows_masked_garbage_and_unknown_mode():
         agg_loss(torch.ones(1, 1), torch.ones(1, 1), "sequence-mean")
 
 
+@pytest.mark.parametrize("name", ["num_tokens", "num_seqs", "horizon"])
+@pytest.mark.parametrize("bad", [-1, -0.5, math.nan, math.inf, torch.tensor(-3.0), torch.tensor(math.nan)])
+def test_agg_loss_rejects_negative_or_non_finite_denominators(name, bad):
+    for mode in AGG_MODES:  # checked whatever the mode uses
+        with pytest.raises(ValueError, match=name):
+            agg_loss(torch.tensor(LOSS), torch.tensor(MASK), mode, **{name: bad})
+
+
+def test_agg_loss_accepts_zero_and_tensor_denominators():
+    loss, mask = torch.tensor(LOSS), torch.tensor(MASK)
+    # a 0-d tensor denominator equals the same Python number (as the trainer passes Σ mask)
+    assert agg_loss(loss, mask, "token-mean", num_tokens=torch.tensor(14.0)).item() == pytest.approx(7 / 14)
+    assert agg_loss(loss, mask, "token-mean", num_tokens=0).item() == pytest.approx(7.0)  # 0 becomes 1
+
+
 def test_agg_loss_keeps_gradient_off_masked_tokens():
     loss = torch.tensor(LOSS, requires_grad=True)
     agg_loss(loss, torch.tensor(MASK), "token-mean").backward()
