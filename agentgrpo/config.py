@@ -9,6 +9,12 @@ file (``--config path``), and ``key=value`` overrides from the command line
 the dataclasses is ours, so unknown keys, wrong types and bad choices fail at start
 with a message naming the key, on every OmegaConf version (veRL's Hydra pins 2.3,
 which has no ``Literal`` support).
+
+Expected failures are :class:`AgentGRPOError`s: a bad config (:class:`ConfigError`), a
+missing or broken file (:class:`DataError`, :class:`MissingFileError`) or a server that
+cannot be reached (:class:`EndpointError`). Each is raised where the problem is found,
+with a one-line message naming the key or file and how to fix it; the ``agentgrpo``
+command prints that line and exits with code 2 (``--debug`` shows the traceback).
 """
 from __future__ import annotations
 
@@ -19,13 +25,36 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class AgentGRPOError(Exception):
+    """An expected failure: the message says what went wrong, where (key or file) and how to fix it."""
+
+
+class ConfigError(AgentGRPOError, ValueError):
     """A bad configuration: the message names the offending key and what to do."""
+
+
+class DataError(AgentGRPOError, OSError):
+    """A file or directory a job reads is incomplete or unreadable: the message names it."""
+
+
+class MissingFileError(DataError, FileNotFoundError):
+    """A file or directory a job needs does not exist: the message names it and how to get it."""
+
+
+class EndpointError(AgentGRPOError, ConnectionError):
+    """A server the job talks to (an OpenAI-compatible endpoint) cannot be reached."""
+
+
+def require(ok: bool, key: str, value: Any, allowed: str) -> None:
+    """The range check of ``__post_init__``: unless ``ok``, a ConfigError naming ``key`` and ``allowed``."""
+    if not ok:
+        raise ConfigError(f"{key}={value!r} is invalid: {allowed}")
 
 
 def available_experiments(config_dir: Path = CONFIG_DIR) -> list[str]:
@@ -70,9 +99,22 @@ def load_config(
     try:
         layers.append(OmegaConf.from_dotlist(rest))
     except Exception as e:  # unparsable override value
-        raise ConfigError(f"cannot parse overrides {rest}: {e}") from None
-    merged = OmegaConf.to_container(OmegaConf.merge(*layers), resolve=True) if layers else {}
-    return from_dict(schema, merged)
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(f"cannot parse overrides {rest}: {reason}") from None
+    return from_dict(schema, _resolve(layers))
+
+
+def _resolve(layers: list[DictConfig]) -> dict[str, Any]:
+    """Merge the layers and resolve ``${...}`` interpolations; a failure names its key."""
+    if not layers:
+        return {}
+    try:
+        return OmegaConf.to_container(OmegaConf.merge(*layers), resolve=True)  # type: ignore[return-value]
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None) or "config"
+        reason = str(getattr(e, "msg", None) or e).splitlines()[0]
+        raise ConfigError(f"{key}: cannot resolve its value ({reason}); fix or remove the ${{...}} "
+                          "interpolation") from None
 
 
 def from_dict(schema: type[T], data: dict[str, Any], prefix: str = "") -> T:
@@ -154,7 +196,8 @@ def _load_yaml(path: Path) -> DictConfig:
     try:
         loaded = OmegaConf.load(path)
     except Exception as e:  # YAML syntax errors
-        raise ConfigError(f"cannot parse {path}: {e}") from None
+        reason = " ".join(str(e).split())
+        raise ConfigError(f"cannot parse {path}: {reason}") from None
     if not isinstance(loaded, DictConfig):
         raise ConfigError(f"{path} must hold a mapping at the top level")
     return loaded

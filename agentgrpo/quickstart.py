@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from agentgrpo.config import ConfigError, load_config
+from agentgrpo.config import load_config
 
 STAGES = ("sft", "grpo", "eval")
 
@@ -61,6 +60,7 @@ def split_overrides(overrides: list[str]) -> dict[str, list[str]]:
 def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[str] | None = None) -> dict[str, Any]:
     """Run every stage into ``out``; returns the summary also written to ``summary.json``."""
     from agentgrpo.eval.evaluator import EvalConfig, evaluate
+    from agentgrpo.preflight import preflight_eval, preflight_grpo, preflight_sft
     from agentgrpo.train.grpo import train_grpo
     from agentgrpo.train.grpo_config import GRPOConfig
     from agentgrpo.train.sft import SFTConfig, train_sft
@@ -75,6 +75,9 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
         GRPOConfig, [f"experiment={experiment}", *stage["grpo"], f"run_dir={out / 'grpo'}",
                      f"policy.init={out / 'sft' / 'final'}"], defaults="grpo.yaml")
     eval_config = load_config(EvalConfig, stage["eval"], defaults="eval.yaml")
+    preflight_sft(sft_config)
+    preflight_grpo(grpo_config, check_init=False)  # its init is the SFT checkpoint made below
+    preflight_eval(eval_config, check_policy=False)
 
     timings = {}
     clock = time.perf_counter()
@@ -132,11 +135,7 @@ def write_report(out: Path, experiment: str, reports: dict, summary: dict) -> Pa
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        summary = run_quickstart(args.out, args.experiment, args.overrides)
-    except ConfigError as e:
-        print(f"agentgrpo: {e}", file=sys.stderr)
-        return 2
+    summary = run_quickstart(args.out, args.experiment, args.overrides)
     print((Path(args.out) / "report.md").read_text())
     print(json.dumps(summary["checkpoints"], indent=2))
     return 0

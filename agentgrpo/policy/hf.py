@@ -30,6 +30,7 @@ from transformers import (
 )
 
 from agentgrpo.agent.chat import ChatFormat, Message
+from agentgrpo.config import DataError, MissingFileError
 from agentgrpo.policy.gguf import find_smollm2_gguf, load_gguf
 from agentgrpo.policy.presets import PRESETS, get_preset
 from agentgrpo.policy.tokenizer import END_OF_TEXT, IM_END, train_tokenizer
@@ -85,13 +86,19 @@ def load_policy(source: str | Path, dtype: torch.dtype = torch.float32) -> tuple
     if path.suffix == ".gguf":
         return load_gguf(path, dtype=dtype)
     if not path.is_dir():
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"no checkpoint directory or .gguf file at {path} (nor a preset of {sorted(PRESETS)})"
         )
     if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"{path} is not a HF checkpoint directory: it has no config.json")
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+        raise MissingFileError(f"{path} is not a HF checkpoint directory: it has no config.json")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+    except Exception as e:  # a truncated or corrupt file: name the checkpoint, keep the cause for --debug
+        files = ", ".join(sorted(p.name for p in path.glob("*.safetensors"))) or "no *.safetensors"
+        reason = " ".join(str(e).split())[:300] or type(e).__name__
+        raise DataError(f"cannot load the checkpoint {path} ({files}): {type(e).__name__}: {reason}; "
+                        "re-save or re-copy it") from e
     model.eval()
     return model, tokenizer
 

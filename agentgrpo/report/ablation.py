@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_ablation(sft: str | Path, out: str | Path, experiments: list[str], overrides: list[str]) -> dict[str, Any]:
     from agentgrpo.eval.evaluator import EvalConfig, evaluate
+    from agentgrpo.preflight import check_policy_source, preflight_eval, preflight_grpo
     from agentgrpo.quickstart import split_overrides
     from agentgrpo.report.plots import plot_training_curves
     from agentgrpo.report.tables import comparison_table
@@ -41,16 +41,20 @@ def run_ablation(sft: str | Path, out: str | Path, experiments: list[str], overr
     if unknown:
         raise ConfigError(f"unknown experiment(s) {sorted(unknown)}; choose from {available_experiments()}")
 
-    def evaluate_checkpoint(checkpoint: Path, name: str) -> dict[str, Any]:
-        config = load_config(EvalConfig, [*stage["eval"], f"policy={checkpoint}", f"out_dir={out / name / 'eval'}"],
-                             defaults="eval.yaml")
-        return evaluate(config).metrics
+    def eval_config(checkpoint: Path, name: str) -> EvalConfig:
+        return load_config(EvalConfig, [*stage["eval"], f"policy={checkpoint}", f"out_dir={out / name / 'eval'}"],
+                           defaults="eval.yaml")
 
-    metrics = {"SFT": evaluate_checkpoint(Path(sft), "sft")}
-    for experiment in experiments:
-        config = load_config(GRPOConfig, [f"experiment={experiment}", *stage["grpo"], f"policy.init={sft}",
-                                          f"run_dir={out / experiment}"], defaults="grpo.yaml")
-        metrics[experiment] = evaluate_checkpoint(train_grpo(config), experiment)
+    check_policy_source(sft, "--sft", "pass an SFT run's final/ directory (agentgrpo sft writes runs/sft/final)")
+    configs = {experiment: load_config(GRPOConfig, [f"experiment={experiment}", *stage["grpo"], f"policy.init={sft}",
+                                                    f"run_dir={out / experiment}"], defaults="grpo.yaml")
+               for experiment in experiments}
+    for config in configs.values():  # every config and file is checked before the first model is built
+        preflight_grpo(config)
+    preflight_eval(eval_config(Path(sft), "sft"))
+    metrics = {"SFT": evaluate(eval_config(Path(sft), "sft")).metrics}
+    for experiment, config in configs.items():
+        metrics[experiment] = evaluate(eval_config(train_grpo(config), experiment)).metrics
     baseline = "vanilla" if "vanilla" in metrics else "SFT"
     (out / "ablation.md").write_text(
         "# Ablation\n\n" + comparison_table(metrics, baseline=baseline)
@@ -62,10 +66,6 @@ def run_ablation(sft: str | Path, out: str | Path, experiments: list[str], overr
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        run_ablation(args.sft, args.out, [e for e in args.experiments.split(",") if e], args.overrides)
-    except ConfigError as e:
-        print(f"agentgrpo: {e}", file=sys.stderr)
-        return 2
+    run_ablation(args.sft, args.out, [e for e in args.experiments.split(",") if e], args.overrides)
     print((Path(args.out) / "ablation.md").read_text())
     return 0

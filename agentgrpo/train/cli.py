@@ -7,9 +7,8 @@ optional ``--config`` file, and Hydra-style ``key=value`` overrides, e.g.
 from __future__ import annotations
 
 import argparse
-import sys
 
-from agentgrpo.config import ConfigError, available_experiments, load_config, to_yaml
+from agentgrpo.config import available_experiments, load_config, to_yaml
 
 
 def register_sft(subparsers: argparse._SubParsersAction) -> None:
@@ -32,37 +31,30 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_sft(args: argparse.Namespace) -> int:
+    from agentgrpo.preflight import preflight_sft
     from agentgrpo.train.sft import SFTConfig, train_sft
 
-    config = _load(SFTConfig, "sft.yaml", args)
-    if config is None:
-        return 2
+    config = load_config(SFTConfig, args.overrides, defaults="sft.yaml", config_file=args.config)
     if args.print_config:
         print(to_yaml(config))
         return 0
+    preflight_sft(config)
     final = train_sft(config)
     print(f"SFT checkpoint: {final}")
     return 0
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from agentgrpo.preflight import preflight_grpo
     from agentgrpo.train.grpo import train_grpo
     from agentgrpo.train.grpo_config import GRPOConfig
 
-    config = _load(GRPOConfig, "grpo.yaml", args)
-    if config is None:
-        return 2
+    config = load_config(GRPOConfig, args.overrides, defaults="grpo.yaml", config_file=args.config)
     if args.print_config:
         print(to_yaml(config))
         return 0
+    preflight_grpo(config)
     final = train_grpo(config, resume=args.resume)
     print(f"GRPO checkpoint: {final}")
     return 0
 
-
-def _load(schema: type, defaults: str, args: argparse.Namespace):
-    try:
-        return load_config(schema, args.overrides, defaults=defaults, config_file=args.config)
-    except ConfigError as e:
-        print(f"agentgrpo: {e}", file=sys.stderr)
-        return None

@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentgrpo.config import ConfigError, MissingFileError
 from agentgrpo.envs.types import Action, Task
 
 SOURCES = ("generated", "tau_bench")
@@ -74,14 +75,20 @@ def register(subparsers: Any) -> None:
 
 # ---- loading --------------------------------------------------------------------------
 def _tau_bench_dir(explicit: str | None) -> Path:
-    candidates = [explicit, os.environ.get("AGENTGRPO_TAU_BENCH_DIR"),
+    """``--data-dir`` (checked), else the first complete directory of the usual places."""
+    from agentgrpo.envs.airline.tau_bench import check_tau_bench_dir, missing_files
+
+    if explicit:
+        return check_tau_bench_dir(explicit, "--data-dir:")
+    candidates = [os.environ.get("AGENTGRPO_TAU_BENCH_DIR"),
                   str(Path.cwd().parent / "shared" / "tau_bench_airline"),
                   str(Path(__file__).resolve().parents[4] / "shared" / "tau_bench_airline")]
     for candidate in candidates:
-        if candidate and (Path(candidate) / "flights.json").is_file():
+        if candidate and Path(candidate).is_dir() and not missing_files(candidate):
             return Path(candidate)
-    raise SystemExit("τ-bench airline data not found: pass --data-dir or set "
-                     "AGENTGRPO_TAU_BENCH_DIR")
+    raise MissingFileError("τ-bench airline data not found: pass --data-dir DIR or set AGENTGRPO_TAU_BENCH_DIR "
+                           "(a directory with users.json, flights.json, reservations.json, policy.md and "
+                           "tasks_test.json)")
 
 
 def load_source(args: argparse.Namespace) -> tuple[Any, list[Task]]:
@@ -97,6 +104,9 @@ def load_source(args: argparse.Namespace) -> tuple[Any, list[Task]]:
         if args.split:
             split_tasks(domain.tasks, seed=args.seed)
     tasks = [t for t in domain.tasks if args.split is None or t.split == args.split]
+    if args.split is not None and not tasks:
+        splits = sorted({t.split for t in domain.tasks if t.split})
+        raise ConfigError(f"--split {args.split!r} has no tasks here; choose from {splits}")
     return domain, tasks
 
 
@@ -106,7 +116,7 @@ def _select(tasks: list[Task], key: str) -> Task:
             return task
     if key.isdigit() and int(key) < len(tasks):
         return tasks[int(key)]
-    raise SystemExit(f"no task {key!r} (there are {len(tasks)}; use a position or a task id)")
+    raise ConfigError(f"no task {key!r} (there are {len(tasks)}; use a position or a task id)")
 
 
 # ---- commands ---------------------------------------------------------------------------
@@ -146,7 +156,7 @@ def _make_user(args: argparse.Namespace, task: Task) -> Any:
         base_url = args.user_base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         return LLMUser(task, llm_user_client(UserConfig("llm", args.user_model, base_url)))
     if task.scenario is None:
-        raise SystemExit("this task has no scenario for the scripted user: use --user llm")
+        raise ConfigError("this task has no scenario for the scripted user: use --user llm")
     return ScriptedUser(task, seed=args.user_seed)
 
 

@@ -16,6 +16,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from agentgrpo.config import DataError, MissingFileError
 from agentgrpo.envs.airline.db import TABLES
 from agentgrpo.envs.airline.domain import AirlineDomain
 from agentgrpo.envs.airline.tools import Compat
@@ -26,8 +27,11 @@ TASK_FILES = (("tasks_test.json", "test"), ("tasks.json", None))
 
 
 def _read_json(path: Path) -> Any:
-    with path.open(encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        with path.open(encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: not valid JSON ({e}); restore the file from the τ-bench release") from e
 
 
 def task_from_record(record: dict[str, Any], index: int, split: str | None) -> Task:
@@ -62,11 +66,32 @@ def load_policy(directory: Path) -> str:
     raise FileNotFoundError(f"no policy file ({' or '.join(POLICY_FILES)}) in {directory}")
 
 
+def missing_files(path: str | PathLike[str]) -> list[str]:
+    """What a τ-bench airline directory lacks of the data, the policy and a tasks file ([] if complete)."""
+    directory = Path(path)
+    wanted = [(f"{table}.json",) for table in TABLES] + [POLICY_FILES, tuple(name for name, _ in TASK_FILES)]
+    return [" or ".join(names) for names in wanted if not any((directory / n).is_file() for n in names)]
+
+
+def check_tau_bench_dir(path: str | PathLike[str] | None, what: str = "τ-bench airline directory") -> Path:
+    """``path`` as a complete τ-bench directory, or a MissingFileError naming what is missing.
+
+    ``what`` starts the message: the config key or flag that gave the path (``"env.data_dir:"``).
+    """
+    layout = "users.json, flights.json, reservations.json, policy.md and tasks_test.json"
+    if not path or not Path(path).is_dir():
+        raise MissingFileError(f"{what} {str(path)!r} does not exist; point it at τ-bench's airline data "
+                               f"(a directory with {layout})")
+    missing = missing_files(path)
+    if missing:
+        raise MissingFileError(f"{what} {path} has no {', no '.join(missing)}; a τ-bench airline directory "
+                               f"holds {layout}")
+    return Path(path)
+
+
 def load_tau_bench(path: str | PathLike[str], compat: Compat = "tau_bench") -> AirlineDomain:
     """Load a τ-bench airline directory (data, policy, tasks) as a domain."""
-    directory = Path(path)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"τ-bench airline directory not found: {directory}")
+    directory = check_tau_bench_dir(path)
     data = {table: _read_json(directory / f"{table}.json") for table in TABLES}
     # The freshly parsed data belongs to nobody else, so the domain can own it.
     return AirlineDomain(data, load_tasks(directory), load_policy(directory), compat, copy_data=False)

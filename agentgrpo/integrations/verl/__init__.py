@@ -25,16 +25,16 @@ reload, registers nothing new; registering a *different* function under one of o
 names (another plugin) raises veRL's own ValueError.
 
 Supported veRL versions: 0.6.1 to 0.9.x (tested against 0.9.1; pinned ``>=0.6.1,<0.10``).
+Without veRL the package still imports (registering nothing; ``register()`` then raises),
+so the task-file preparation, which needs only pyarrow, runs anywhere.
 """
 
 from __future__ import annotations
 
 try:
     from verl.trainer.ppo import core_algos as _core_algos
-except ImportError as exc:  # pragma: no cover - only without the extra installed
-    raise ImportError(
-        "agentgrpo.integrations.verl needs veRL: pip install 'agentgrpo[verl]'"
-    ) from exc
+except ImportError:  # without veRL: the data preparation (``data``, ``agentgrpo verl-prepare``) still works
+    _core_algos = None
 
 from agentgrpo.integrations.verl.estimators import verl_estimators
 from agentgrpo.integrations.verl.losses import agentgrpo_llds
@@ -51,6 +51,9 @@ def _ours(fn: object) -> bool:
 
 def register() -> list[str]:
     """Register our estimators and loss into veRL's registries; returns the names added."""
+    if _core_algos is None:
+        raise ImportError("agentgrpo.integrations.verl needs veRL to register its plugins: "
+                          "pip install 'agentgrpo[verl]'")
     added = []
     for name, fn in verl_estimators().items():
         if not _ours(_core_algos.ADV_ESTIMATOR_REGISTRY.get(name)):
@@ -67,6 +70,7 @@ def register() -> list[str]:
     return added
 
 
-register()
+if _core_algos is not None:
+    register()
 
 __all__ = ["POLICY_LOSSES", "SUPPORTED_VERL", "agentgrpo_llds", "register"]

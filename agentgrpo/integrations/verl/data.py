@@ -20,13 +20,14 @@ EnvConfig``) with ``key=value`` overrides, e.g. ``source=tau_bench data_dir=... 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from agentgrpo.agent.chat import build_system_prompt
-from agentgrpo.config import load_config
+from agentgrpo.config import AgentGRPOError, load_config
 from agentgrpo.envs.airline.factory import (
     SPLIT_NAMES,
     TRAIN_SPLITS,
@@ -102,7 +103,13 @@ def prepare(config: EnvConfig, out_dir: str | Path) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from agentgrpo.preflight import preflight_env
+
     config = load_config(EnvConfig, list(args.overrides))
+    preflight_env(config, prefix="")
+    if importlib.util.find_spec("pyarrow") is None:
+        raise AgentGRPOError("verl-prepare writes parquet files with pyarrow, which is not installed: "
+                             "pip install pyarrow")
     manifest = prepare(config, args.out)
     sizes = ", ".join(f"{name} {info['rows']}" for name, info in manifest["files"].items())
     print(f"wrote {args.out}: {sizes}")
@@ -128,11 +135,10 @@ def register(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m agentgrpo.integrations.verl.data --out DIR [KEY=VALUE ...]`` (the CLI's twin)."""
-    parser = argparse.ArgumentParser(prog="python -m agentgrpo.integrations.verl.data")
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["verl-prepare", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args))
+    """``python -m agentgrpo.integrations.verl.data --out DIR [KEY=VALUE ...]``: ``agentgrpo verl-prepare``."""
+    from agentgrpo.cli import main as cli_main
+
+    return cli_main(["verl-prepare", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
