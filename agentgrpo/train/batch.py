@@ -1,6 +1,7 @@
-"""Collate trajectories into the tensors the GRPO update consumes."""
+"""Collate trajectories into the tensors the GRPO update consumes (dropping non-finite rewards first)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 
 import torch
@@ -86,3 +87,20 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> RolloutBatch:
         turn_mask=turn_mask,
         group_ids=[t.group_id for t in trajectories],
     )
+
+
+def drop_non_finite(trajectories: list[Trajectory]) -> tuple[list[Trajectory], int]:
+    """The trajectories whose rewards are all finite, in order, and how many were dropped.
+
+    An episode whose outcome reward, total reward (``Trajectory.reward``) or a per-turn
+    process score is NaN or ±inf (a broken grader or reward function) has no meaningful
+    advantage, and would poison its whole group's: it is left out of the step's batch.
+    Its group mates stay; one left alone gets advantage 0, as any singleton group does.
+    Raises ``ValueError`` when no episode is left to train on.
+    """
+    kept = [t for t in trajectories
+            if all(math.isfinite(r) for r in (t.outcome_reward, t.reward, *t.turn_process_scores))]
+    if trajectories and not kept:
+        raise ValueError(f"all {len(trajectories)} episodes of the batch have a non-finite reward (NaN or ±inf): "
+                         "check the grader and reward settings")
+    return kept, len(trajectories) - len(kept)

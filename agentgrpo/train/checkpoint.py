@@ -4,14 +4,17 @@ A checkpoint is a directory ``<run>/checkpoints/step_000010/`` holding the model
 tokenizer in HF format (``model/``), the optimizer state flattened into
 ``optimizer.safetensors`` + ``optimizer.json``, RNG states, and
 ``trainer_state.json`` (step, resolved config, anything the trainer needs to resume).
-It is written to a temporary sibling and renamed into place, so a run killed at any
-moment leaves either the previous checkpoint or the new one, never half of one.
+It is written to a temporary sibling, fsynced (files, then directories) and renamed into
+place, so a run killed at any moment leaves either the previous checkpoint or the new
+one, never half of one; what a killed save leaves behind is cleaned up by the next save
+or resume (``remove_stale``).
 """
 from __future__ import annotations
 
 import json
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,9 @@ from safetensors.torch import load_file, save_file
 from agentgrpo.policy.hf import write_model_files
 
 STEP_PREFIX = "step_"
+_STEP_DIR = re.compile(rf"{STEP_PREFIX}\d+")
+_TMP_MARK, _OLD_MARK, _DEL_MARK = ".tmp-", ".old-", ".del-"  # being written, replaced, pruned
+_STALE = re.compile(rf"\.(?P<name>{STEP_PREFIX}\d+)(?P<kind>\.(?:tmp|old|del)-).+")
 
 
 def checkpoint_name(step: int) -> str:
@@ -39,39 +45,91 @@ def save_checkpoint(
     keep_last: int | None = None,
     agent_config: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``checkpoints/step_<step, 6 digits>`` atomically and return its path."""
+    """Write ``checkpoints/step_<step, 6 digits>`` atomically and return its path.
+
+    Every file is fsynced, then the directories; an existing checkpoint of the same step
+    is moved aside, replaced by a rename and only then deleted. ``keep_last`` > 0 keeps
+    that many newest checkpoints; 0 or None keeps all.
+    """
+    if keep_last is not None and keep_last < 0:
+        raise ValueError(f"keep_last must be >= 0 (0 keeps every checkpoint), got {keep_last}")
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
+    remove_stale(run_dir)
     final = root / checkpoint_name(step)
-    tmp = root / f".{checkpoint_name(step)}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    write_model_files(model, tokenizer, tmp / "model", agent_config)
-    if optimizer is not None:
-        tensors, meta = _flatten_optimizer(optimizer)
-        save_file(tensors, str(tmp / "optimizer.safetensors"))
-        meta["scheduler"] = scheduler.state_dict() if scheduler is not None else None
-        _write_json(tmp / "optimizer.json", meta)
-    save_file({"torch": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
-    _write_json(tmp / "rng.json", {"python": _jsonable(random.getstate())})
-    _write_json(tmp / "trainer_state.json", {"step": step, **trainer_state})
-    _fsync_dir(tmp)
-    if final.exists():  # re-saving the same step (e.g. after a resume): replace it
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    _fsync_dir(root)
+    tmp = root / f".{checkpoint_name(step)}{_TMP_MARK}{os.getpid()}"
+    try:
+        tmp.mkdir()
+        write_model_files(model, tokenizer, tmp / "model", agent_config)
+        if optimizer is not None:
+            tensors, meta = _flatten_optimizer(optimizer)
+            save_file(tensors, str(tmp / "optimizer.safetensors"))
+            meta["scheduler"] = scheduler.state_dict() if scheduler is not None else None
+            _write_json(tmp / "optimizer.json", meta)
+        save_file({"torch": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
+        _write_json(tmp / "rng.json", {"python": _jsonable(random.getstate())})
+        _write_json(tmp / "trainer_state.json", {"step": step, **trainer_state})
+        _fsync_tree(tmp)
+        _replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     if keep_last:
         for old in list_checkpoints(run_dir)[:-keep_last]:
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old, _DEL_MARK)
     return final
 
 
+def _remove(checkpoint: Path, mark: str) -> None:
+    """Delete a checkpoint, renaming it first so that a half-deleted one never looks complete."""
+    doomed = checkpoint.parent / f".{checkpoint.name}{mark}{os.getpid()}"
+    checkpoint.rename(doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _replace(new: Path, final: Path) -> None:
+    """Rename ``new`` to ``final``; an existing ``final`` is moved aside first, deleted last."""
+    aside = final.parent / f".{final.name}{_OLD_MARK}{os.getpid()}"
+    if final.exists():  # re-saving the same step (e.g. after a resume)
+        final.rename(aside)
+    try:
+        new.rename(final)
+    except OSError:
+        if aside.exists():
+            aside.rename(final)
+        raise
+    _fsync_dir(final.parent)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def remove_stale(run_dir: str | Path) -> None:
+    """Clean up after a run killed while saving.
+
+    Temporary ``.step_*.tmp-*`` and pruned ``.step_*.del-*`` directories are deleted. A
+    ``.step_*.old-*`` directory (a checkpoint moved aside while being re-saved) is put
+    back when its step is missing (the kill came between the two renames), otherwise
+    deleted.
+    """
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return
+    for path in sorted(root.iterdir()):
+        match = _STALE.fullmatch(path.name)
+        if match is None or not path.is_dir():
+            continue
+        final = root / match["name"]
+        if match["kind"] == _OLD_MARK and not final.exists():
+            path.rename(final)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
-    """Complete checkpoints of a run, oldest first (temporary directories are ignored)."""
+    """Checkpoints of a run, oldest first: only ``step_<digits>`` directories count
+    (temporary directories and anything else under ``checkpoints/`` are ignored)."""
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(STEP_PREFIX)]
+    found = [p for p in root.iterdir() if p.is_dir() and _STEP_DIR.fullmatch(p.name)]
     return sorted(found, key=lambda p: int(p.name[len(STEP_PREFIX) :]))
 
 
@@ -124,6 +182,19 @@ def _write_json(path: Path, data: Any) -> None:
         json.dump(data, f, indent=2, sort_keys=True)
         f.flush()
         os.fsync(f.fileno())
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync every file under ``root``, then every directory, deepest first."""
+    directories = [root]
+    for path in sorted(root.rglob("*")):
+        if path.is_dir():
+            directories.append(path)
+        else:
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+    for directory in sorted(directories, key=lambda p: len(p.parts), reverse=True):
+        _fsync_dir(directory)
 
 
 def _fsync_dir(path: Path) -> None:

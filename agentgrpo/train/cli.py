@@ -25,6 +25,8 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     )
     train.add_argument("--config", help="a YAML file merged over configs/grpo.yaml")
     train.add_argument("--resume", action="store_true", help="continue from the run's latest checkpoint")
+    train.add_argument("--force", action="store_true",
+                       help="with --resume: continue even if the config differs from the checkpoint's")
     train.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     train.add_argument("overrides", nargs="*", metavar="key=value")
     train.set_defaults(func=run_train)
@@ -54,7 +56,7 @@ def run_train(args: argparse.Namespace) -> int:
         print(to_yaml(config))
         return 0
     preflight_grpo(config)
-    final = train_grpo(config, resume=args.resume)
+    final = train_grpo(config, resume=args.resume, force=args.force)
     print(f"GRPO checkpoint: {final}")
     return 0
 

@@ -14,6 +14,7 @@ what the uninterrupted run would have done.
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import statistics
 import time
@@ -32,11 +33,18 @@ from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import load_policy, read_agent_config, save_policy
 from agentgrpo.rewards.prm_lite import PRMLite
 from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
-from agentgrpo.train.batch import RolloutBatch, collate
-from agentgrpo.train.checkpoint import latest_checkpoint, load_trainer_state, restore_training_state, save_checkpoint
+from agentgrpo.train.batch import RolloutBatch, collate, drop_non_finite
+from agentgrpo.train.checkpoint import (
+    latest_checkpoint,
+    load_trainer_state,
+    remove_stale,
+    restore_training_state,
+    save_checkpoint,
+)
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 from agentgrpo.train.progress import progress_bar
+from agentgrpo.train.resume import check_resume_config
 from agentgrpo.train.rollout_metrics import rollout_metrics
 from agentgrpo.train.tracking import make_tracker
 
@@ -74,7 +82,7 @@ class StepOutput:
 class GRPOTrainer:
     """Holds the model, optimizer, environment and engine; ``train()`` runs the loop."""
 
-    def __init__(self, config: GRPOConfig, resume: bool = False):
+    def __init__(self, config: GRPOConfig, resume: bool = False, force: bool = False):
         self.config = cfg = config
         self.run_dir = Path(cfg.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -82,7 +90,7 @@ class GRPOTrainer:
         self.train_tasks = self.bundle.tasks(cfg.trainer.task_splits)
         self.schedule = TaskSchedule(self.train_tasks, cfg.trainer.tasks_per_step, cfg.seed)
         dtype = getattr(torch, cfg.policy.dtype)
-        checkpoint = latest_checkpoint(self.run_dir) if resume else None
+        checkpoint = self._resume_checkpoint(force) if resume else None
         self.model, self.tokenizer = load_policy(checkpoint / "model" if checkpoint else cfg.policy.init, dtype=dtype)
         self.reference = self._load_reference(dtype)
         self.agent_config = read_agent_config(cfg.policy.init)
@@ -106,6 +114,14 @@ class GRPOTrainer:
         self.tracker = make_tracker(self.run_dir, cfg.logging.trackers, run_name=cfg.experiment,
                                     config=to_dict(cfg), resume_from_step=self.start_step if resume else None)
 
+    def _resume_checkpoint(self, force: bool) -> Path | None:
+        """The latest checkpoint, once its config is checked against ours (``--force`` skips)."""
+        remove_stale(self.run_dir)
+        checkpoint = latest_checkpoint(self.run_dir)
+        if checkpoint is not None:
+            check_resume_config(checkpoint, self.run_dir, to_dict(self.config), force=force)
+        return checkpoint
+
     def _load_reference(self, dtype: torch.dtype) -> torch.nn.Module | None:
         """The frozen initial policy for the KL term (skipped when β_kl = 0)."""
         if self.config.algo.kl_coef == 0:
@@ -127,6 +143,7 @@ class GRPOTrainer:
 
                 clock = time.perf_counter()
                 self.score(trajectories)
+                trajectories, non_finite = drop_non_finite(trajectories)
                 batch, adv_metrics = self.compute_advantages(trajectories)
                 timings["perf/score_s"] = time.perf_counter() - clock
 
@@ -138,7 +155,8 @@ class GRPOTrainer:
                 update_metrics = self.update(batch, step)
                 timings["perf/update_s"] = time.perf_counter() - clock
 
-                metrics = {**rollout_metrics(trajectories), **adv_metrics, **update_metrics, **timings}
+                metrics = {**rollout_metrics(trajectories), "reward/non_finite": float(non_finite),
+                           **adv_metrics, **update_metrics, **timings}
                 if t.lld_diagnostic:
                     metrics.update(self.lld_rate(batch))
                 metrics["perf/step_s"] = sum(timings.values())
@@ -169,13 +187,18 @@ class GRPOTrainer:
         return self.engine.run(specs, seed=derive_seed("rollout", cfg.seed, step))
 
     def score(self, trajectories: list[Trajectory]) -> None:
-        """Reward = outcome + process_coef · PRM-Lite process score; per-turn scores kept."""
+        """Reward = outcome + process_coef · PRM-Lite process score; per-turn scores kept.
+
+        A non-finite outcome or process score gives a NaN reward (not an error): the
+        episode is then dropped from the batch and counted (``drop_non_finite``).
+        """
         coef = self.config.reward.process_coef
         for traj in trajectories:
             result = self.prm.score_trajectory(traj)
             traj.process_score = result.process_score
             traj.turn_process_scores = list(result.step_scores)
-            traj.info["total_reward"] = result.reward(traj.outcome_reward, coef=coef)
+            finite = math.isfinite(traj.outcome_reward) and math.isfinite(result.process_score)
+            traj.info["total_reward"] = result.reward(traj.outcome_reward, coef=coef) if finite else math.nan
             traj.info["prm_fired"] = result.rule_counts()
 
     def compute_advantages(self, trajectories: list[Trajectory]) -> tuple[RolloutBatch, dict[str, float]]:
@@ -305,6 +328,10 @@ class GRPOTrainer:
         return [order[start : start + size] for start in range(0, len(order), size)]
 
 
-def train_grpo(config: GRPOConfig, resume: bool = False) -> Path:
-    """Run GRPO with ``config``; returns the final model directory."""
-    return GRPOTrainer(config, resume=resume).train()
+def train_grpo(config: GRPOConfig, resume: bool = False, force: bool = False) -> Path:
+    """Run GRPO with ``config``; returns the final model directory.
+
+    ``resume`` continues from the run's latest checkpoint, refusing a config that differs
+    from the checkpoint's outside ``RESUME_MAY_CHANGE`` unless ``force``.
+    """
+    return GRPOTrainer(config, resume=resume, force=force).train()

@@ -1,0 +1,100 @@
+"""What a resumed GRPO run may change: the checkpoint's resolved config against the new one.
+
+``agentgrpo train --resume`` continues a run only if it would compute the same thing:
+every key of the resolved config (``agentgrpo.config.to_dict``) must equal the value
+stored in the checkpoint's ``trainer_state.json``, except the keys of
+``RESUME_MAY_CHANGE``. Anything else (seed, experiment, learning rate, ...) is refused
+with a ``ResumeConfigError`` listing old → new values, unless ``--force``.
+"""
+from __future__ import annotations
+
+import fnmatch
+import warnings
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from agentgrpo.config import ConfigError
+from agentgrpo.train.checkpoint import load_trainer_state
+
+RESUME_MAY_CHANGE: tuple[str, ...] = (
+    "run_dir",                   # where the run lives: it may have been moved
+    "logging.*",                 # trackers, project name, progress bar
+    "trainer.steps",             # extend or shorten the run (refused under lr_schedule=cosine,
+                                 # whose decay horizon is the number of steps)
+    "trainer.save_every",        # when checkpoints are written ...
+    "trainer.keep_last",         # ... and how many are kept
+    "trainer.val_every",         # when validation runs (it does not touch the training state)
+    "trainer.lld_diagnostic",    # an extra no-grad forward pass whose result is only logged
+    "trainer.micro_batch_size",  # gradient accumulation: the same gradient (global denominators),
+    "trainer.compile",           # and torch.compile: the same math, both up to float rounding
+)
+"""Config keys (``fnmatch`` patterns over dotted names) a resume may change: they decide
+how long the run is, what is logged or saved, and how the same computation is executed,
+never what is computed."""
+
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_ABSENT = _Absent()  # a key one of the two configs does not have
+
+
+class ResumeConfigError(ConfigError):
+    """``--resume`` with a config that differs from the checkpoint's in keys that matter."""
+
+
+def check_resume_config(checkpoint: Path, run_dir: Path, config: dict[str, Any], *,
+                        force: bool = False) -> dict[str, tuple[Any, Any]]:
+    """Compare ``config`` (resolved, plain data) with the one ``checkpoint`` was saved with.
+
+    The saved config is ``trainer_state.json``'s ``"config"`` (``run_dir/config.yaml`` for
+    checkpoints without one). Returns the differences outside ``RESUME_MAY_CHANGE``
+    (dotted key → (old, new)); raises ``ResumeConfigError`` if there are any, or if no
+    saved config is found, unless ``force`` (then it only warns).
+    """
+    saved = load_trainer_state(checkpoint).get("config")
+    if saved is None and (run_dir / "config.yaml").is_file():
+        saved = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
+    differences: dict[str, tuple[Any, Any]] = {}
+    if saved is None:
+        problem = f"cannot resume from {checkpoint}: it records no config to compare with"
+    else:
+        differences = config_differences(saved, config)
+        if not differences:
+            return differences
+        listed = ", ".join(f"{key} ({old!r} → {new!r})" for key, (old, new) in differences.items())
+        problem = f"cannot resume from {checkpoint}: the config differs from the checkpoint's in {listed}"
+    if not force:
+        raise ResumeConfigError(f"{problem}; start a new run_dir, or pass --force to resume anyway "
+                                f"(a resume may change only {', '.join(RESUME_MAY_CHANGE)})")
+    warnings.warn(f"{problem}; resuming anyway (--force)", stacklevel=2)
+    return differences
+
+
+def config_differences(saved: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Dotted keys whose values differ between two resolved configs, outside the allow-list."""
+    old_flat, new_flat = _flatten(saved), _flatten(new)
+    may_change = list(RESUME_MAY_CHANGE)
+    if "cosine" in (old_flat.get("trainer.lr_schedule"), new_flat.get("trainer.lr_schedule")):
+        may_change.remove("trainer.steps")
+    differences = {}
+    for key in sorted(old_flat.keys() | new_flat.keys()):
+        old, value = old_flat.get(key, _ABSENT), new_flat.get(key, _ABSENT)
+        if old != value and not any(fnmatch.fnmatchcase(key, pattern) for pattern in may_change):
+            differences[key] = (old, value)
+    return differences
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
