@@ -53,3 +53,56 @@ def test_overrides_win_and_the_config_round_trips():
 def test_bad_values_fail_at_start_naming_the_key(override, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_config(GRPOConfig, [override], defaults="grpo.yaml")
+
+
+def test_packaged_configs_and_the_quickstart_overrides_load():
+    from agentgrpo.quickstart import QUICKSTART_DEFAULTS
+
+    for name in available_experiments():
+        for extra in ([], QUICKSTART_DEFAULTS["grpo"]):
+            assert load_config(GRPOConfig, [f"experiment={name}", *extra], defaults="grpo.yaml").experiment == name
+    load_config(SFTConfig, QUICKSTART_DEFAULTS["sft"], defaults="sft.yaml")
+    load_config(EvalConfig, QUICKSTART_DEFAULTS["eval"], defaults="eval.yaml")
+
+
+@pytest.mark.parametrize("estimator, agg, ok", [
+    ("grpo", "seq-mean-token-sum", True),     # A/L, summed per sequence: GRPO's seq-mean-token-mean
+    ("lata", "seq-mean-token-sum-norm", True),
+    ("dr_grpo", "token-mean", True),          # no length factor in the advantage
+    ("grpo", "token-mean", False),            # 1/L in the advantage, then divided by tokens again
+    ("lata", "seq-mean-token-mean", False),
+    ("turn_discount", "seq-mean-token-mean", False),
+])
+def test_estimator_and_aggregation_must_not_divide_by_the_length_twice(estimator, agg, ok):
+    overrides = [f"algo.adv_estimator={estimator}", f"algo.loss_agg={agg}"]
+    if ok:
+        assert load_config(GRPOConfig, overrides, defaults="grpo.yaml").algo.loss_agg == agg
+    else:
+        with pytest.raises(ConfigError, match=r"algo\.loss_agg=.*algo\.adv_estimator=.*twice"):
+            load_config(GRPOConfig, overrides, defaults="grpo.yaml")
+
+
+def test_llds_that_can_never_act_is_rejected():
+    """One update per rollout with recomputed old log-probs: old_logp == logp, LLDS is 0 by construction."""
+    single = ["experiment=llds", "trainer.mini_batch_size=32", "trainer.ppo_epochs=1"]
+    with pytest.raises(ConfigError, match=r"algo\.llds_coef.*trainer\.ppo_epochs.*trainer\.mini_batch_size"):
+        load_config(GRPOConfig, single, defaults="grpo.yaml")
+    for fix in ("trainer.ppo_epochs=2", "trainer.old_logprobs=rollout", "algo.llds_coef=0"):
+        load_config(GRPOConfig, [*single, fix], defaults="grpo.yaml")
+    assert load_config(GRPOConfig, ["experiment=llds"], defaults="grpo.yaml").llds_active
+
+
+def test_interpolations_resolve_and_a_bad_one_names_its_key():
+    config = load_config(GRPOConfig, ["run_dir=runs/${experiment}-${seed}", "experiment=joint"], defaults="grpo.yaml")
+    assert config.run_dir == "runs/joint-0"
+    with pytest.raises(ConfigError, match=r"^trainer\.lr: cannot resolve .*'nope'"):
+        load_config(GRPOConfig, ["trainer.lr=${nope}"], defaults="grpo.yaml")
+
+
+def test_choices_come_from_the_algos_registry():
+    from agentgrpo.algos import AGG_MODES, GATES, KL_KINDS
+
+    for key, names in (("algo.loss_agg", AGG_MODES), ("algo.llds_gate", GATES), ("algo.kl_kind", KL_KINDS)):
+        for name in names:
+            overrides = [f"{key}={name}"] + (["algo.adv_estimator=dr_grpo"] if key == "algo.loss_agg" else [])
+            load_config(GRPOConfig, overrides, defaults="grpo.yaml")

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgrpo.config import require
 from agentgrpo.envs.airline.factory import SPLIT_NAMES, TRAIN_SPLITS, EnvBundle, EnvConfig, build_env, make_env
 from agentgrpo.eval.metrics import generalization, pass_at_k, pass_hat_k, percentile_50
 from agentgrpo.rollout.engine import RolloutConfig
@@ -46,11 +47,11 @@ class EvalConfig:
     save_transcripts: bool = True
 
     def __post_init__(self) -> None:
-        if self.trials < 1:
-            raise ValueError("trials must be >= 1")
-        unknown = set(self.splits) - set(SPLIT_NAMES)
-        if unknown:
-            raise ValueError(f"splits: unknown {sorted(unknown)}; choose from {list(SPLIT_NAMES)}")
+        require(self.trials >= 1, "trials", self.trials, "must be >= 1")
+        unknown = [s for s in self.splits if s not in SPLIT_NAMES]
+        require(bool(self.splits) and not unknown, "splits", self.splits,
+                f"must be a non-empty list of {list(SPLIT_NAMES)}")
+        require(self.max_batch >= 1, "max_batch", self.max_batch, "must be >= 1 (episodes rolled out together)")
 
 
 @dataclass

@@ -23,6 +23,7 @@ import torch
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.turn import play_turn
 from agentgrpo.agent.types import Trajectory, Turn
+from agentgrpo.config import require
 from agentgrpo.envs.types import Action, StepResult
 from agentgrpo.rollout.cache import GrowableCache
 from agentgrpo.rollout.sampling import forward_chunk, sample_tokens
@@ -56,12 +57,13 @@ class RolloutConfig:
     """Prefill a common prompt prefix once for all episodes if it is at least this long."""
 
     def __post_init__(self) -> None:
-        if self.max_turns < 1 or self.max_new_tokens < 1:
-            raise ValueError("rollout.max_turns and rollout.max_new_tokens must be >= 1")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"rollout.top_p must be in (0, 1], got {self.top_p}")
-        if self.temperature < 0:
-            raise ValueError(f"rollout.temperature must be >= 0, got {self.temperature}")
+        for key in ("max_turns", "max_new_tokens", "max_total_tokens"):
+            require(getattr(self, key) >= 1, f"rollout.{key}", getattr(self, key), "must be >= 1")
+        require(0.0 < self.top_p <= 1.0, "rollout.top_p", self.top_p, "must be in (0, 1]")
+        require(self.temperature >= 0, "rollout.temperature", self.temperature, "must be >= 0 (0 = greedy)")
+        require(0.0 <= self.compact_threshold <= 1.0, "rollout.compact_threshold", self.compact_threshold,
+                "must be in [0, 1]")
+        require(self.share_prefix_min >= 0, "rollout.share_prefix_min", self.share_prefix_min, "must be >= 0")
 
 
 @dataclass

@@ -10,10 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentgrpo.envs.airline.factory import EnvConfig
+from agentgrpo.algos import AggMode, Gate, Importance, KLKind, advantage_estimator_names, estimator_length_norm
+from agentgrpo.config import ConfigError, require
+from agentgrpo.envs.airline.factory import SPLIT_NAMES, EnvConfig
 from agentgrpo.rollout.engine import RolloutConfig
+from agentgrpo.train.tracking import check_trackers
 
-LossAgg = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "token-sum"]
+LENGTH_DIVIDING_AGGS = ("token-mean", "seq-mean-token-mean")
+"""Aggregations that divide by the response length: with an estimator whose advantage
+already carries 1/L or 1/√L they would divide by it a second time."""
 
 
 @dataclass
@@ -42,28 +47,39 @@ class AlgoConfig:
     """PPO clip ε below 1."""
     clip_high: float = 0.2
     """PPO clip ε above 1 (DAPO's clip-higher when larger than clip_low)."""
-    loss_agg: LossAgg = "seq-mean-token-sum"
+    loss_agg: AggMode = "seq-mean-token-sum"
     """How the per-token loss becomes a scalar (veRL's loss_agg_mode meanings)."""
-    importance: Literal["token", "sequence"] = "token"
+    importance: Importance = "token"
     """Token-level PPO ratio, or GSPO's sequence-level ratio."""
     kl_coef: float = 0.01
     """β_kl of the KL-to-reference loss term; 0 skips the reference model."""
-    kl_kind: Literal["k1", "k2", "k3", "abs"] = "k3"
+    kl_kind: KLKind = "k3"
     """KL estimator (k3 = veRL's low_var_kl)."""
     llds_coef: float = 0.0
     """λ of the LLDS likelihood-preserving regulariser (0.2 in the LLD paper)."""
-    llds_gate: Literal["action", "token", "response"] = "action"
+    llds_gate: Gate = "action"
     """LLDS gate granularity."""
     entropy_coef: float = 0.0
     """Entropy bonus coefficient (0 = only logged)."""
 
     def __post_init__(self) -> None:
-        if self.clip_low <= 0 or self.clip_high <= 0:
-            raise ValueError("algo.clip_low and algo.clip_high must be > 0")
-        if self.kl_coef < 0 or self.llds_coef < 0:
-            raise ValueError("algo.kl_coef and algo.llds_coef must be >= 0")
-        if self.adv_std_eps <= 0:
-            raise ValueError(f"algo.adv_std_eps must be > 0, got {self.adv_std_eps}")
+        names = advantage_estimator_names()
+        require(self.adv_estimator in names, "algo.adv_estimator", self.adv_estimator, f"must be one of {names}")
+        require(self.adv_std_eps > 0, "algo.adv_std_eps", self.adv_std_eps, "must be > 0")
+        alpha = self.turn_discount_alpha
+        require(alpha is None or alpha > 0, "algo.turn_discount_alpha", alpha, "must be > 0 (or null)")
+        require(self.turn_credit_coef >= 0, "algo.turn_credit_coef", self.turn_credit_coef, "must be >= 0")
+        require(0 < self.clip_low < 1, "algo.clip_low", self.clip_low, "must be in (0, 1): the ratio is clipped "
+                "below at 1 - clip_low")
+        require(self.clip_high > 0, "algo.clip_high", self.clip_high, "must be > 0")
+        for key in ("kl_coef", "llds_coef", "entropy_coef"):
+            require(getattr(self, key) >= 0, f"algo.{key}", getattr(self, key), "must be >= 0")
+        norm = estimator_length_norm(self.adv_estimator)
+        if norm in ("linear", "sqrt") and self.loss_agg in LENGTH_DIVIDING_AGGS:
+            raise ConfigError(
+                f"algo.loss_agg={self.loss_agg} with algo.adv_estimator={self.adv_estimator} divides by the "
+                f"response length twice (the advantage already carries a {norm} length factor): set "
+                "algo.loss_agg=seq-mean-token-sum, or algo.adv_estimator=dr_grpo")
 
 
 @dataclass
@@ -72,6 +88,9 @@ class RewardConfig:
     """Reward = outcome + process_coef · PRM-Lite process score (0.3 in the seed study)."""
     prm_weights: str | None = None
     """A PRM-Lite YAML to use instead of the packaged weights."""
+
+    def __post_init__(self) -> None:
+        require(self.process_coef >= 0, "reward.process_coef", self.process_coef, "must be >= 0")
 
 
 @dataclass
@@ -92,10 +111,12 @@ class TrainerConfig:
     """AdamW learning rate (the seed used 5e-6 for 7B; tiny models need more)."""
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW's (β1, β2), each in [0, 1)."""
     warmup_steps: int = 0
     """Linear warm-up, in optimizer steps."""
     lr_schedule: Literal["constant", "cosine"] = "constant"
     max_grad_norm: float = 1.0
+    """Gradients are clipped to this global norm (> 0)."""
     task_splits: list[str] = field(default_factory=lambda: ["covered_seen", "uncovered_seen"])
     """Splits whose tasks are trained on (the seed trains on covered_seen + uncovered_seen)."""
     val_every: int = 0
@@ -107,7 +128,7 @@ class TrainerConfig:
     save_every: int = 0
     """Checkpoint every N steps (0 = only at the end)."""
     keep_last: int = 2
-    """Checkpoints kept on disk (older ones are deleted)."""
+    """Checkpoints kept on disk (older ones are deleted; 0 keeps every one)."""
     lld_diagnostic: bool = True
     """After each step's updates, measure the LLD rate with one extra forward pass."""
     old_logprobs: Literal["recompute", "rollout"] = "recompute"
@@ -117,9 +138,9 @@ class TrainerConfig:
     """torch.compile the decoder for the training forward passes (a one-off compile of ~1 minute)."""
 
     def __post_init__(self) -> None:
+        for key in ("steps", "tasks_per_step", "group_size", "ppo_epochs"):
+            require(getattr(self, key) >= 1, f"trainer.{key}", getattr(self, key), "must be >= 1")
         batch = self.tasks_per_step * self.group_size
-        if min(self.steps, self.tasks_per_step, self.group_size, self.ppo_epochs) < 1:
-            raise ValueError("trainer.steps, tasks_per_step, group_size and ppo_epochs must be >= 1")
         if self.mini_batch_size < 1 or batch % self.mini_batch_size:
             raise ValueError(
                 f"trainer.mini_batch_size ({self.mini_batch_size}) must divide tasks_per_step × group_size ({batch})"
@@ -130,6 +151,19 @@ class TrainerConfig:
                 f"mini_batch_size ({self.mini_batch_size})"
             )
         self.betas = tuple(self.betas)  # type: ignore[assignment]
+        require(self.lr >= 0, "trainer.lr", self.lr, "must be >= 0 (0 = a frozen-policy control run)")
+        require(self.weight_decay >= 0, "trainer.weight_decay", self.weight_decay, "must be >= 0")
+        for i, beta in enumerate(self.betas):
+            require(0 <= beta < 1, f"trainer.betas[{i}]", beta, "must be in [0, 1)")
+        require(self.max_grad_norm > 0, "trainer.max_grad_norm", self.max_grad_norm, "must be > 0")
+        for key in ("warmup_steps", "val_every", "save_every", "keep_last"):
+            require(getattr(self, key) >= 0, f"trainer.{key}", getattr(self, key),
+                    "must be >= 0" + (" (0 keeps every checkpoint)" if key == "keep_last" else ""))
+        require(self.val_tasks >= 1, "trainer.val_tasks", self.val_tasks, "must be >= 1")
+        require(self.val_temperature >= 0, "trainer.val_temperature", self.val_temperature, "must be >= 0")
+        unknown = [s for s in self.task_splits if s not in SPLIT_NAMES]
+        require(bool(self.task_splits) and not unknown, "trainer.task_splits", self.task_splits,
+                f"must be a non-empty list of {list(SPLIT_NAMES)}")
 
 
 @dataclass
@@ -139,6 +173,9 @@ class LoggingConfig:
     project: str = "agentgrpo"
     progress: bool = True
     """Show a progress bar with the key numbers."""
+
+    def __post_init__(self) -> None:
+        check_trackers(self.trackers, "logging.trackers")
 
 
 @dataclass
@@ -155,10 +192,22 @@ class GRPOConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
+    def __post_init__(self) -> None:
+        t = self.trainer
+        if self.algo.llds_coef > 0 and self.updates_per_rollout == 1 and t.old_logprobs == "recompute":
+            raise ConfigError(
+                f"algo.llds_coef={self.algo.llds_coef} never acts: with trainer.ppo_epochs={t.ppo_epochs} and "
+                f"trainer.mini_batch_size={t.mini_batch_size} (= tasks_per_step × group_size) there is one update "
+                "per rollout, where LLDS is 0; set trainer.mini_batch_size to a proper divisor of "
+                f"{t.tasks_per_step * t.group_size} or trainer.ppo_epochs >= 2 (or algo.llds_coef=0)")
+
+    @property
+    def updates_per_rollout(self) -> int:
+        """Optimizer steps per rollout batch: PPO epochs × mini-batches."""
+        t = self.trainer
+        return t.ppo_epochs * (t.tasks_per_step * t.group_size // t.mini_batch_size)
+
     @property
     def llds_active(self) -> bool:
         """LLDS is identically 0 unless the policy moves between old log-probs and an update."""
-        updates_per_rollout = self.trainer.ppo_epochs * (
-            self.trainer.tasks_per_step * self.trainer.group_size // self.trainer.mini_batch_size
-        )
-        return self.algo.llds_coef > 0 and updates_per_rollout > 1
+        return self.algo.llds_coef > 0 and self.updates_per_rollout > 1

@@ -22,9 +22,9 @@ import torch
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.format import message_text, openai_assistant_text
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_examples
-from agentgrpo.config import to_dict, to_yaml
+from agentgrpo.config import require, to_dict, to_yaml
 from agentgrpo.envs.airline.environment import run_episode
-from agentgrpo.envs.airline.factory import EnvBundle, EnvConfig, build_env, make_env
+from agentgrpo.envs.airline.factory import SPLIT_NAMES, EnvBundle, EnvConfig, build_env, make_env
 from agentgrpo.envs.airline.oracle import OracleAgent
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import build_policy, load_policy, save_policy
@@ -32,7 +32,7 @@ from agentgrpo.policy.presets import PRESETS
 from agentgrpo.policy.tokenizer import domain_corpus
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 from agentgrpo.train.progress import progress_bar
-from agentgrpo.train.tracking import make_tracker
+from agentgrpo.train.tracking import check_trackers, make_tracker
 
 
 @dataclass
@@ -45,8 +45,11 @@ class SFTDataConfig:
     """Longest training sequence in tokens (longer transcripts are cut from the end)."""
 
     def __post_init__(self) -> None:
-        if self.demos_per_task < 1:
-            raise ValueError("data.demos_per_task must be >= 1")
+        unknown = [s for s in self.splits if s not in SPLIT_NAMES]
+        require(bool(self.splits) and not unknown, "data.splits", self.splits,
+                f"must be a non-empty list of {list(SPLIT_NAMES)}")
+        require(self.demos_per_task >= 1, "data.demos_per_task", self.demos_per_task, "must be >= 1")
+        require(self.max_length >= 1, "data.max_length", self.max_length, "must be >= 1 (tokens)")
 
 
 @dataclass
@@ -57,18 +60,28 @@ class SFTTrainerConfig:
     micro_batch_size: int = 8
     """Sequences per forward/backward."""
     lr: float = 3e-3
+    """Peak AdamW learning rate of the cosine schedule."""
     min_lr_ratio: float = 0.05
+    """The schedule's final learning rate as a share of ``lr``, in [0, 1]."""
     warmup_ratio: float = 0.05
+    """Share of the optimizer steps spent warming up linearly, in [0, 1]."""
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
+    """Gradients are clipped to this global norm (> 0)."""
     compile: bool = False
     """torch.compile the decoder (a one-off compile of ~1 minute; pays off for long runs and larger models)."""
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1 or self.micro_batch_size < 1 or self.batch_size % self.micro_batch_size:
-            raise ValueError("trainer.micro_batch_size must divide trainer.batch_size")
-        if self.epochs < 1:
-            raise ValueError("trainer.epochs must be >= 1")
+        require(self.epochs >= 1, "trainer.epochs", self.epochs, "must be >= 1")
+        require(self.batch_size >= 1, "trainer.batch_size", self.batch_size, "must be >= 1")
+        require(self.micro_batch_size >= 1 and self.batch_size % self.micro_batch_size == 0,
+                "trainer.micro_batch_size", self.micro_batch_size,
+                f"must divide trainer.batch_size ({self.batch_size})")
+        require(self.lr >= 0, "trainer.lr", self.lr, "must be >= 0")
+        for key in ("min_lr_ratio", "warmup_ratio"):
+            require(0 <= getattr(self, key) <= 1, f"trainer.{key}", getattr(self, key), "must be in [0, 1]")
+        require(self.weight_decay >= 0, "trainer.weight_decay", self.weight_decay, "must be >= 0")
+        require(self.max_grad_norm > 0, "trainer.max_grad_norm", self.max_grad_norm, "must be > 0")
 
 
 @dataclass
@@ -83,7 +96,11 @@ class SFTConfig:
     data: SFTDataConfig = field(default_factory=SFTDataConfig)
     trainer: SFTTrainerConfig = field(default_factory=SFTTrainerConfig)
     trackers: list[str] = field(default_factory=list)
+    """Extra metric backends besides JSONL: tensorboard, wandb, swanlab (offline-safe)."""
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        check_trackers(self.trackers, "trackers")
 
 
 @dataclass

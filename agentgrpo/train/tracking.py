@@ -12,6 +12,17 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
+from agentgrpo.config import require
+
+TRACKERS = ("jsonl", "tensorboard", "wandb", "swanlab")
+"""Backend names a config may list (JSONL is always written; naming it is harmless)."""
+
+
+def check_trackers(names: list[str], key: str) -> None:
+    """A config check (``__post_init__``): every name is one of ``TRACKERS``."""
+    unknown = [name for name in names if name not in TRACKERS]
+    require(not unknown, key, names, f"each must be one of {list(TRACKERS)}")
+
 
 class Tracker(Protocol):
     def log(self, metrics: dict[str, float], step: int) -> None: ...
@@ -131,7 +142,7 @@ def make_tracker(
         elif name == "swanlab":
             trackers.append(SwanLabTracker(project, run_name, run_dir, config))
         elif name != "jsonl":
-            raise ValueError(f"unknown tracker {name!r}; choose from jsonl, tensorboard, wandb, swanlab")
+            raise ValueError(f"unknown tracker {name!r}; choose from {list(TRACKERS)}")
     return MultiTracker(trackers)
 
 

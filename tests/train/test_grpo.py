@@ -46,7 +46,7 @@ def test_every_experiment_runs(tiny_policy_dir, tmp_path, experiment):
 @pytest.mark.parametrize(
     "overrides, active",
     [
-        (["trainer.mini_batch_size=4", "trainer.ppo_epochs=1"], False),  # one update per rollout
+        # (one update per rollout is rejected at config time: tests/test_config.py)
         (["trainer.mini_batch_size=2", "trainer.ppo_epochs=1"], True),  # two mini-batches
         (["trainer.mini_batch_size=4", "trainer.ppo_epochs=2"], True),  # two epochs
     ],

@@ -15,10 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agentgrpo.config import ConfigError, require
 from agentgrpo.envs.airline.domain import AirlineDomain
 from agentgrpo.envs.airline.environment import AirlineEnv
 from agentgrpo.envs.airline.task_gen import generate_domain, split_tasks
 from agentgrpo.envs.airline.tau_bench import load_tau_bench
+from agentgrpo.envs.airline.world import AIRPORTS
 from agentgrpo.envs.types import Task
 from agentgrpo.envs.user_sim import ChatClient, LLMUser, ScriptedUser
 
@@ -36,8 +38,8 @@ class SplitConfig:
     """Test tasks (the seed: 10)."""
 
     def __post_init__(self) -> None:
-        if min(self.covered_seen, self.uncovered_seen, self.unseen) < 0:
-            raise ValueError("env.splits sizes must be >= 0")
+        for key in ("covered_seen", "uncovered_seen", "unseen"):
+            require(getattr(self, key) >= 0, f"env.splits.{key}", getattr(self, key), "must be >= 0")
 
 
 @dataclass
@@ -45,9 +47,23 @@ class WorldConfig:
     """Sizes of a generated world (see ``agentgrpo.envs.airline.world.WorldSpec``)."""
 
     n_airports: int = 8
+    """Airports on the route network (3 to the number the generator knows)."""
     n_flights: int = 40
+    """Flight numbers (at least 2 × n_airports: one each way along a ring of airports)."""
     n_users: int = 150
+    """Users (at least 1)."""
     n_reservations: int = 340
+    """Reservations (at most 3 per user)."""
+
+    def __post_init__(self) -> None:
+        require(3 <= self.n_airports <= len(AIRPORTS), "env.world.n_airports", self.n_airports,
+                f"must be in [3, {len(AIRPORTS)}]")
+        require(self.n_flights >= 2 * self.n_airports, "env.world.n_flights", self.n_flights,
+                f"must be >= 2 × env.world.n_airports ({2 * self.n_airports})")
+        require(self.n_users >= 1, "env.world.n_users", self.n_users, "must be >= 1")
+        require(self.n_reservations >= 0, "env.world.n_reservations", self.n_reservations, "must be >= 0")
+        require(self.n_reservations <= 3 * self.n_users, "env.world.n_reservations", self.n_reservations,
+                f"must be <= 3 × env.world.n_users ({3 * self.n_users}): at most 3 reservations per user")
 
 
 @dataclass
@@ -61,6 +77,9 @@ class UserConfig:
     api_key_env: str = "OPENAI_API_KEY"
     """LLM user: environment variable holding the API key."""
     temperature: float = 0.0
+
+    def __post_init__(self) -> None:
+        require(self.temperature >= 0, "env.user.temperature", self.temperature, "must be >= 0")
 
 
 @dataclass
@@ -82,6 +101,7 @@ class EnvConfig:
     def __post_init__(self) -> None:
         if self.source == "tau_bench" and not self.data_dir:
             raise ValueError("env.data_dir is required when env.source=tau_bench")
+        require(self.n_tasks >= 1, "env.n_tasks", self.n_tasks, "must be >= 1")
         total = self.splits.covered_seen + self.splits.uncovered_seen + self.splits.unseen
         if self.source == "generated" and self.n_tasks < total:
             raise ValueError(f"env.n_tasks ({self.n_tasks}) must be >= the split sizes' sum ({total})")
@@ -111,15 +131,18 @@ def build_env(config: EnvConfig) -> EnvBundle:
     """The domain and its splits, deterministic given the config."""
     sizes = config.splits
     if config.source == "generated":
-        domain = generate_domain(
-            seed=config.seed,
-            n_tasks=config.n_tasks,
-            compat=config.compat or "fixed",
-            n_airports=config.world.n_airports,
-            n_flights=config.world.n_flights,
-            n_users=config.world.n_users,
-            n_reservations=config.world.n_reservations,
-        )
+        try:
+            domain = generate_domain(
+                seed=config.seed,
+                n_tasks=config.n_tasks,
+                compat=config.compat or "fixed",
+                n_airports=config.world.n_airports,
+                n_flights=config.world.n_flights,
+                n_users=config.world.n_users,
+                n_reservations=config.world.n_reservations,
+            )
+        except ValueError as e:  # e.g. a world too small for the task families
+            raise ConfigError(f"env.world / env.n_tasks: {e}") from e
     else:
         domain = load_tau_bench(config.data_dir, compat=config.compat or "tau_bench")
     splits = split_tasks(domain.tasks, sizes.covered_seen, sizes.uncovered_seen, sizes.unseen, seed=config.seed)
