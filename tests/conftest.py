@@ -1,4 +1,4 @@
-"""Shared test fixtures: where the τ-bench airline data lives, and torch threads."""
+"""Shared test fixtures: where the τ-bench airline data lives (and skipping without it), torch threads."""
 from __future__ import annotations
 
 import os
@@ -21,29 +21,78 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
+# ---- τ-bench data --------------------------------------------------------------------------
+# Tests that read τ-bench's airline files take the ``tau_bench_dir`` fixture (directly or through
+# another fixture); collection marks them ``tau_bench`` and skips them, with TAU_BENCH_MISSING as the
+# reason, where the data is absent. Every other test uses the generated world and runs everywhere.
+# CI (.ci/run) sets AGENTGRPO_REQUIRE_TAU_BENCH=1: there a missing directory stops the session and a
+# skipped τ-bench test fails it.
+REQUIRE_TAU_BENCH = os.environ.get("AGENTGRPO_REQUIRE_TAU_BENCH", "") not in ("", "0")
+TAU_BENCH_MISSING = (
+    "τ-bench airline data not found: set AGENTGRPO_TAU_BENCH_DIR to a directory holding users.json, "
+    "flights.json, reservations.json, policy.md and tasks_test.json (the airline data of the "
+    "sierra-research/tau-bench repository, MIT), or place it at ../shared/tau_bench_airline"
+)
+
+
 def find_tau_bench_dir() -> Path | None:
-    """τ-bench data is never copied into the project: it is read from shared/."""
+    """τ-bench data is never copied into the project: it is read from $AGENTGRPO_TAU_BENCH_DIR or shared/."""
+    from agentgrpo.envs.airline.tau_bench import missing_files
+
     candidates = [
         os.environ.get("AGENTGRPO_TAU_BENCH_DIR"),
         REPO_ROOT.parent / "shared" / "tau_bench_airline",
         REPO_ROOT / "shared" / "tau_bench_airline",
     ]
     for c in candidates:
-        if c and (Path(c) / "flights.json").is_file():
-            return Path(c)
+        if c and Path(c).is_dir() and not missing_files(c):
+            return Path(c).resolve()
     return None
 
 
 TAU_BENCH_DIR = find_tau_bench_dir()
+_skipped_tau_bench: list[str] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if REQUIRE_TAU_BENCH and TAU_BENCH_DIR is None:
+        raise pytest.UsageError(f"AGENTGRPO_REQUIRE_TAU_BENCH=1, but {TAU_BENCH_MISSING}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selection, so `-m tau_bench` / `-m "not tau_bench"` work
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip = pytest.mark.skip(reason=TAU_BENCH_MISSING)
+    for item in items:
+        if "tau_bench_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.tau_bench)
+            if TAU_BENCH_DIR is None:
+                item.add_marker(skip)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and "tau_bench" in report.keywords:
+        _skipped_tau_bench.append(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if REQUIRE_TAU_BENCH and _skipped_tau_bench:
+        terminalreporter.write_line(
+            f"AGENTGRPO_REQUIRE_TAU_BENCH=1: {len(_skipped_tau_bench)} τ-bench test(s) were skipped, "
+            f"e.g. {_skipped_tau_bench[0]}", red=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # the controller sees every worker's reports
+    if REQUIRE_TAU_BENCH and not worker and _skipped_tau_bench and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
 def tau_bench_dir() -> Path:
+    """τ-bench's airline data directory; tests taking it are marked ``tau_bench`` (see above)."""
     if TAU_BENCH_DIR is None:
-        pytest.fail(
-            "τ-bench airline data not found: set AGENTGRPO_TAU_BENCH_DIR or place it at "
-            "../shared/tau_bench_airline next to the repository"
-        )
+        pytest.skip(TAU_BENCH_MISSING)
     return TAU_BENCH_DIR
 
 

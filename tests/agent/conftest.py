@@ -1,24 +1,30 @@
-"""Fixtures for the conversation-format tests: the real τ-bench domain and its tokenizer."""
+"""Fixtures for the conversation-format tests: the generated airline domain and its tokenizer.
+
+The generated world has τ-bench's tools, policy and record shapes, so these tests need no
+τ-bench data and run everywhere.
+"""
 from __future__ import annotations
 
 import json
 from typing import Any
 
 import pytest
+from helpers import small_env_config
 
 from agentgrpo.agent.chat import ChatFormat
-from agentgrpo.envs.airline import load_tau_bench
+from agentgrpo.envs.airline.factory import build_env
 from agentgrpo.policy.tokenizer import domain_corpus, train_tokenizer
 
 
 @pytest.fixture(scope="session")
-def domain(tau_bench_dir):
-    return load_tau_bench(tau_bench_dir)
+def domain():
+    """12 generated tasks; task 0 books a round trip (one gold write), task 11 has two writes."""
+    return build_env(small_env_config()).domain
 
 
 @pytest.fixture(scope="session")
 def domain_tokenizer(domain):
-    """The tiny preset's tokenizer (4,096 tokens) trained on the τ-bench domain text."""
+    """The tiny preset's tokenizer (4,096 tokens) trained on the domain text."""
     return train_tokenizer(domain_corpus(domain), vocab_size=4096)
 
 
@@ -28,7 +34,7 @@ def chat_format(domain, domain_tokenizer) -> ChatFormat:
 
 
 def gold_transcript(domain: Any, task_index: int = 0) -> list[dict[str, Any]]:
-    """An OpenAI-style transcript that replays a τ-bench task's gold actions.
+    """An OpenAI-style transcript that replays a task's gold actions.
 
     System, the task instruction as the user's first message, a look-up of the user,
     then each gold action as a tool call with a line of reasoning (the first without),

@@ -42,10 +42,11 @@ def test_tool_calls_and_messages_on_a_real_transcript(domain, chat_format):
     messages[0] = {"role": "system", "content": chat_format.system_prompt}
     example = build_sft_example(chat_format, messages)
     assert example is not None
+    assert [a.name for a in domain.tasks[0].actions] == ["book_reservation"]
     assert len(example.label_spans()) == 3  # get_user_details, book_reservation, the closing message
     assert_labels_are_exactly_the_assistant_turns(chat_format, messages, example)
     labelled_text = "".join(chat_format.decode(example.input_ids[s:e]) for s, e in example.label_spans())
-    assert "<tool_call>" in labelled_text and "mia_li_3668" in labelled_text
+    assert "<tool_call>" in labelled_text and domain.tasks[0].user_id in labelled_text
     for message in messages:  # nothing of the system, user or tool messages is trained on
         if message["role"] != "assistant":
             assert message["content"][:40] not in labelled_text

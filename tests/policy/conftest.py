@@ -1,15 +1,20 @@
-"""Fixtures for the policy-backend tests: the real τ-bench domain and its tokenizer corpus."""
+"""Fixtures for the policy-backend tests: the generated airline domain and its tokenizer corpus.
+
+The generated world has τ-bench's tools, policy and record shapes, so these tests need no
+τ-bench data and run everywhere.
+"""
 from __future__ import annotations
 
 import pytest
+from helpers import small_env_config
 
-from agentgrpo.envs.airline import load_tau_bench
+from agentgrpo.envs.airline.factory import build_env
 from agentgrpo.policy.tokenizer import domain_corpus
 
 
 @pytest.fixture(scope="session")
-def domain(tau_bench_dir):
-    return load_tau_bench(tau_bench_dir)
+def domain():
+    return build_env(small_env_config()).domain
 
 
 @pytest.fixture(scope="session")

@@ -44,7 +44,7 @@ def test_no_merges_are_learned_across_the_marker_tokens(tokenizer):
 
 def test_domain_text_is_compressed(tokenizer, domain):
     """A trained vocabulary packs domain JSON far tighter than bytes (a few chars per token)."""
-    record = domain.execute(domain.new_state(), "get_user_details", {"user_id": "mia_li_3668"})
+    record = domain.execute(domain.new_state(), "get_user_details", {"user_id": domain.tasks[0].user_id})
     assert len(record) / len(tokenizer.encode(record, add_special_tokens=False)) > 2.5
 
 
@@ -89,16 +89,17 @@ def test_small_corpus_gives_a_smaller_vocabulary():
 
 
 def test_domain_corpus_contents(domain):
-    texts = domain_corpus(domain, extra_texts=["<|im_start|>user\nhello<|im_end|>"], max_records=50)
     state = domain.new_state()
+    users = sorted(state.materialize()["users"])
+    assert len(users) == 150
+    texts = domain_corpus(domain, extra_texts=["<|im_start|>user\nhello<|im_end|>"], max_records=15)
     assert texts[0] == domain.policy
     assert build_system_prompt(domain.policy, domain.tool_schemas()) in texts
     assert json.dumps(domain.tool_schemas()[0], ensure_ascii=False) in texts
-    users = sorted(state.materialize()["users"])
-    # every 10th of the 500 users, printed by the tool itself
+    # every 10th of the 150 users, printed by the tool itself
     assert domain.execute(state, "get_user_details", {"user_id": users[10]}) in texts
     assert domain.execute(state, "get_user_details", {"user_id": users[11]}) not in texts
-    printed = {domain.execute(state, "get_user_details", {"user_id": users[10 * i]}) for i in range(50)}
+    printed = {domain.execute(state, "get_user_details", {"user_id": users[10 * i]}) for i in range(15)}
     assert printed <= set(texts)
     assert any(t.startswith("[{") and '"flight_number"' in t for t in texts)  # direct-flight searches
     assert domain.tasks[7].instruction in texts
