@@ -4,8 +4,8 @@ One step reads top to bottom in ``GRPOTrainer.train``: sample tasks → roll out
 of G trajectories per task → score them (outcome, plus PRM-Lite when
 ``reward.process_coef > 0``) → advantages and token weights (a named estimator from
 ``agentgrpo.algos``) → old/reference log-probs → ``ppo_epochs`` × mini-batches of
-updates on ``L_pg + β_kl·KL + λ·L_LLDS`` → log → validate / checkpoint. The variant
-is entirely in the config; nothing here branches on it.
+updates on ``agentgrpo.algos.grpo_objective`` (``L_pg + β·KL + λ·L_LLDS − c_H·H``) → log →
+validate / checkpoint. The variant is entirely in the config; nothing here branches on it.
 
 Everything random is derived from ``(seed, step)`` (task order, user simulators,
 sampling, mini-batch shuffles), so a run resumed from a checkpoint repeats exactly
@@ -26,7 +26,7 @@ import torch
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.types import Trajectory
-from agentgrpo.algos import agg_loss, get_advantage_estimator, group_advantages, kl_penalty, llds_loss, policy_loss
+from agentgrpo.algos import get_advantage_estimator, grpo_objective, llds_loss, preserve_token_count
 from agentgrpo.config import to_dict, to_yaml
 from agentgrpo.envs.airline.factory import EnvBundle, build_env, make_env
 from agentgrpo.policy.forward import PolicyForward
@@ -204,15 +204,14 @@ class GRPOTrainer:
     def compute_advantages(self, trajectories: list[Trajectory]) -> tuple[RolloutBatch, dict[str, float]]:
         algo = self.config.algo
         batch = collate(trajectories, self.chat.pad_token_id)
-        batch.advantages, metrics = self.estimator(
+        advantages = self.estimator(
             batch.scores, batch.group_ids, batch.response_mask,
             norm_by_std=algo.norm_by_std, turn_discount_alpha=algo.turn_discount_alpha,
             turn_credit=batch.turn_scores, turn_credit_mask=batch.turn_mask,
             turn_credit_coef=algo.turn_credit_coef, eps=algo.adv_std_eps,
         )
-        batch.seq_advantages = group_advantages(batch.scores, batch.group_ids, norm_by_std=algo.norm_by_std,
-                                                eps=algo.adv_std_eps)
-        return batch, metrics
+        batch.advantages, batch.seq_advantages = advantages.token, advantages.sequence
+        return batch, advantages.metrics
 
     @torch.no_grad()
     def compute_old_logprobs(self, batch: RolloutBatch) -> None:
@@ -240,44 +239,32 @@ class GRPOTrainer:
         return {key: value / max(updates, 1) for key, value in sums.items()}
 
     def _mini_batch_update(self, mini: RolloutBatch) -> dict[str, float]:
+        """One optimizer step on ``grpo_objective``, accumulated over length-grouped micro-batches."""
         algo, t = self.config.algo, self.config.trainer
-        # global denominators: micro-batches add up to exactly the mini-batch's gradient
-        num_tokens = mini.response_mask.sum()
-        preserve_tokens = (mini.response_mask * (mini.seq_advantages >= 0).float()[:, None]).sum()
-        denominators = {"num_tokens": num_tokens, "num_seqs": mini.size}
+        # the mini-batch's counts as denominators: micro-batch losses add up to its loss and gradient
+        counts = {"num_tokens": mini.response_mask.sum(), "num_seqs": mini.size,
+                  "num_preserve_tokens": preserve_token_count(mini.seq_advantages, mini.response_mask)}
         metrics: dict[str, float] = {}
         self.optimizer.zero_grad(set_to_none=True)
         for rows in self._micro_batches(mini, t.micro_batch_size):
             micro = mini.select(rows)
-            share = len(rows) / mini.size
             scores = self.forward.token_logprobs(micro.input_ids, micro.attention_mask, micro.response_mask,
                                                  temperature=self._temperature, with_entropy=True,
                                                  entropy_grad=algo.entropy_coef > 0)
-            logp = scores.logprobs
-            pg, pg_metrics = policy_loss(logp, micro.old_logprobs, micro.advantages, micro.response_mask,
-                                         clip_low=algo.clip_low, clip_high=algo.clip_high, agg=algo.loss_agg,
-                                         importance=algo.importance, **denominators)
-            llds, llds_metrics = llds_loss(logp, micro.old_logprobs, micro.seq_advantages, micro.response_mask,
-                                           gate=algo.llds_gate, num_tokens=preserve_tokens)
-            entropy = agg_loss(scores.entropy, micro.response_mask, "token-mean", num_tokens=num_tokens)
-            loss = pg + algo.llds_coef * llds - algo.entropy_coef * entropy
-            parts = {"loss/pg": pg.item(), "loss/llds": llds.item(), "actor/entropy": entropy.item()}
-            if micro.ref_logprobs is not None:
-                kl = agg_loss(kl_penalty(logp, micro.ref_logprobs, kind=algo.kl_kind), micro.response_mask,
-                              "token-mean", num_tokens=num_tokens)
-                loss = loss + algo.kl_coef * kl
-                parts["loss/kl"] = kl.item()
+            loss, parts = grpo_objective(
+                scores.logprobs, micro.old_logprobs, micro.advantages, micro.response_mask,
+                seq_adv=micro.seq_advantages, ref_logp=micro.ref_logprobs, entropy=scores.entropy,
+                clip_low=algo.clip_low, clip_high=algo.clip_high, loss_agg=algo.loss_agg,
+                importance=algo.importance, kl_coef=algo.kl_coef, kl_kind=algo.kl_kind,
+                llds_coef=algo.llds_coef, llds_gate=algo.llds_gate, entropy_coef=algo.entropy_coef, **counts)
             loss.backward()
-            parts["loss/total"] = loss.item()
-            for key, value in parts.items():  # already globally normalised: sum over micro-batches
-                metrics[key] = metrics.get(key, 0.0) + value
-            for key, value in {**pg_metrics, **llds_metrics}.items():  # per-micro ratios: weight by rows
-                name = key if "/" in key else f"actor/{key}"
-                metrics[name] = metrics.get(name, 0.0) + share * float(value)
-        metrics["actor/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.max_grad_norm))
+            share = len(rows) / mini.size
+            for key, value in parts.items():  # loss/* add up over micro-batches; algo/* are row shares
+                metrics[key] = metrics.get(key, 0.0) + (value if key.startswith("loss/") else share * value)
+        metrics["algo/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.max_grad_norm))
         self.optimizer.step()
         self.scheduler.step()
-        metrics["actor/lr"] = self.scheduler.get_last_lr()[0]
+        metrics["algo/lr"] = self.scheduler.get_last_lr()[0]
         return metrics
 
     @torch.no_grad()
@@ -285,7 +272,7 @@ class GRPOTrainer:
         """Share of preserve-set actions whose log-likelihood fell over this step's updates."""
         new = self._batch_logprobs(self.forward, batch)
         _, metrics = llds_loss(new, batch.old_logprobs, batch.seq_advantages, batch.response_mask)
-        return {"diag/lld_rate": float(metrics["lld/action_rate"])}
+        return {"algo/lld_rate": float(metrics["lld/action_rate"])}
 
     def validate(self, step: int) -> dict[str, float]:
         """pass^1 on a fixed slice of the training tasks (the seed's "val reward")."""

@@ -35,7 +35,7 @@ def test_every_experiment_runs(tiny_policy_dir, tmp_path, experiment):
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2]
     for record in records:
-        assert math.isfinite(record["loss/total"]) and math.isfinite(record["actor/grad_norm"])
+        assert math.isfinite(record["loss/total"]) and math.isfinite(record["algo/grad_norm"])
         assert record["loss/kl"] >= 0
     assert all(math.isfinite(r["loss/llds"]) and r["loss/llds"] >= 0 for r in records)
     assert all(0 <= r["reward/outcome_mean"] <= 1 for r in records)
