@@ -90,6 +90,10 @@ def main() -> None:
     parser.add_argument("--tau-bench-dir", type=Path, default=default_data_dir())
     parser.add_argument("--repeats", type=int, default=200)
     args = parser.parse_args()
+    if not all((args.tau_bench_dir / f"{table}.json").is_file() for table in ("users", "reservations", "flights")):
+        print(f"skipped: no tau-bench airline data at {args.tau_bench_dir} "
+              "(pass --tau-bench-dir DIR or set AGENTGRPO_TAU_BENCH_DIR)")
+        return
     steps, opening = episode(args.tau_bench_dir)
     messages = as_messages(steps, opening)
     prm = PRMLite()

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from agentgrpo.envs.airline import AirlineDomain, DictState, load_tau_bench
+from agentgrpo.envs.airline.tau_bench import missing_files
 from agentgrpo.envs.types import Task
 
 DEFAULT_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "tau_bench_airline"
@@ -59,6 +60,10 @@ def main() -> None:
     parser.add_argument("--fast-passes", type=int, default=10, help="passes over the 50 tasks (fast)")
     args = parser.parse_args()
 
+    if not Path(args.tau_bench_dir).is_dir() or missing_files(args.tau_bench_dir):
+        print(f"skipped: no complete tau-bench airline data at {args.tau_bench_dir} "
+              "(pass --tau-bench-dir DIR or set AGENTGRPO_TAU_BENCH_DIR)")
+        return
     start = time.perf_counter()
     domain = load_tau_bench(args.tau_bench_dir)
     print(f"load_tau_bench: {1000 * (time.perf_counter() - start):.1f} ms, {len(domain.tasks)} tasks")

