@@ -117,6 +117,20 @@ def _resolve(layers: list[DictConfig]) -> dict[str, Any]:
                           "interpolation") from None
 
 
+def split_overrides(overrides: list[str], stages: tuple[str, ...]) -> dict[str, list[str]]:
+    """Overrides of a multi-stage job, per stage: ``sft.x=1`` goes to the ``sft`` stage
+    only (prefix removed); an override without a stage prefix goes to every stage."""
+    per_stage: dict[str, list[str]] = {stage: [] for stage in stages}
+    for item in overrides:
+        head, _, rest = item.partition(".")
+        if head in per_stage and "=" in rest:
+            per_stage[head].append(rest)
+        else:
+            for stage in stages:
+                per_stage[stage].append(item)
+    return per_stage
+
+
 def from_dict(schema: type[T], data: dict[str, Any], prefix: str = "") -> T:
     """Instantiate dataclass ``schema`` from plain data, checking keys and types."""
     if not isinstance(data, dict):

@@ -143,7 +143,7 @@ def check_prm_weights(path: str, key: str = "reward.prm_weights") -> None:
 def preflight_env(config: EnvConfig, prefix: str = "env.") -> None:
     """τ-bench data directory complete; the LLM user's server reachable."""
     if config.source == "tau_bench":
-        from agentgrpo.envs.airline.tau_bench import check_tau_bench_dir
+        from agentgrpo.envs.airline.core.tau_bench import check_tau_bench_dir
 
         check_tau_bench_dir(config.data_dir, f"{prefix}data_dir:")
     if config.user.kind == "llm":

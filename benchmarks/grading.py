@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from agentgrpo.envs.airline import AirlineDomain, DictState, load_tau_bench
-from agentgrpo.envs.airline.tau_bench import missing_files
+from agentgrpo.envs.airline.core.tau_bench import missing_files
 from agentgrpo.envs.types import Task
 
 DEFAULT_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "tau_bench_airline"

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from agentgrpo.agent.chat import ChatFormat
-from agentgrpo.envs.airline import AirlineEnv, OracleAgent, generate_domain, load_tau_bench, run_episode
-from agentgrpo.envs.airline.tau_bench import missing_files
+from agentgrpo.envs.airline import AirlineEnv, generate_domain, load_tau_bench, oracle_agent, run_episode
+from agentgrpo.envs.airline.core.tau_bench import missing_files
 from agentgrpo.envs.user_sim import ScriptedUser
 from agentgrpo.policy.presets import PRESETS
 from agentgrpo.policy.tokenizer import domain_corpus, train_tokenizer
@@ -34,7 +34,7 @@ def oracle_transcripts(domain: Any, limit: int) -> list[list[dict[str, Any]]]:
     transcripts = []
     for task in domain.tasks[:limit]:
         env = AirlineEnv(domain, task, ScriptedUser(task, seed=0))
-        transcripts.append(run_episode(env, OracleAgent(domain, task)).messages)
+        transcripts.append(run_episode(env, oracle_agent(domain, task)).messages)
     return transcripts
 
 

@@ -37,7 +37,7 @@ TAU_BENCH_MISSING = (
 
 def find_tau_bench_dir() -> Path | None:
     """τ-bench data is never copied into the project: it is read from $AGENTGRPO_TAU_BENCH_DIR or shared/."""
-    from agentgrpo.envs.airline.tau_bench import missing_files
+    from agentgrpo.envs.airline.core.tau_bench import missing_files
 
     candidates = [
         os.environ.get("AGENTGRPO_TAU_BENCH_DIR"),

@@ -45,7 +45,7 @@ def test_env_oracle_writes_transcripts(capsys, tmp_path):
 
 
 def test_env_play_driven_by_stdin(capsys, monkeypatch):
-    from agentgrpo.envs.airline.task_gen import generate_domain
+    from agentgrpo.envs.airline.tasks.generate import generate_domain
 
     task = next(t for t in generate_domain(0, n_tasks=23).tasks if t.family == "cancel_refused")
     script = "\n".join([

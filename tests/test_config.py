@@ -56,7 +56,7 @@ def test_bad_values_fail_at_start_naming_the_key(override, message):
 
 
 def test_packaged_configs_and_the_quickstart_overrides_load():
-    from agentgrpo.quickstart import QUICKSTART_DEFAULTS
+    from agentgrpo.jobs.quickstart import QUICKSTART_DEFAULTS
 
     for name in available_experiments():
         for extra in ([], QUICKSTART_DEFAULTS["grpo"]):

@@ -5,11 +5,12 @@ import json
 
 from helpers import SMALL_ENV_OVERRIDES
 
-from agentgrpo.quickstart import run_quickstart, split_overrides
+from agentgrpo.config import split_overrides
+from agentgrpo.jobs.quickstart import STAGES, run_quickstart
 
 
 def test_split_overrides():
-    per = split_overrides(["seed=1", "grpo.trainer.steps=2", "eval.trials=1", "sft.data.demos_per_task=1"])
+    per = split_overrides(["seed=1", "grpo.trainer.steps=2", "eval.trials=1", "sft.data.demos_per_task=1"], STAGES)
     assert per == {"sft": ["seed=1", "data.demos_per_task=1"], "grpo": ["seed=1", "trainer.steps=2"],
                    "eval": ["seed=1", "trials=1"]}
 

@@ -18,7 +18,7 @@ import random
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from agentgrpo.envs.airline.dialogue import (
+from agentgrpo.envs.airline.simulation.dialogue import (
     asked_slots,
     confirmation_matches,
     is_confirmation_request,
@@ -26,8 +26,8 @@ from agentgrpo.envs.airline.dialogue import (
     mentions_transfer,
     outputs_stated,
 )
-from agentgrpo.envs.airline.scenario import Scenario
-from agentgrpo.envs.airline.user_script import answer_slots, opening, restatement
+from agentgrpo.envs.airline.simulation.scenario import Scenario
+from agentgrpo.envs.airline.simulation.user_script import answer_slots, opening, restatement
 from agentgrpo.envs.types import USER_STOP, Task
 
 AGENT_GREETING = "Hi! How can I help you today?"

@@ -19,6 +19,7 @@ from typing import Any
 from agentgrpo.config import require
 from agentgrpo.envs.airline.factory import SPLIT_NAMES, TRAIN_SPLITS, EnvBundle, EnvConfig, build_env, make_env
 from agentgrpo.eval.metrics import generalization, pass_at_k, pass_hat_k, percentile_50
+from agentgrpo.policy.openai_client import llm_user_client
 from agentgrpo.rollout.engine import RolloutConfig
 
 
@@ -183,12 +184,14 @@ def _run_checkpoint(config: EvalConfig, bundle: EnvBundle, tasks: list) -> list[
     chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy,
                       prompt_style=read_agent_config(config.policy)["prompt_style"])
     engine = RolloutEngine(model, chat, config.rollout)
+    user_client = llm_user_client(config.env.user)
     jobs = [(split, task, i, trial) for i, (split, task) in enumerate(tasks) for trial in range(config.trials)]
     records = []
     for start in range(0, len(jobs), config.max_batch):
         chunk = jobs[start : start + config.max_batch]
         specs = [EpisodeSpec(make_env(bundle, task, config.env, user_seed(config, i, trial),
-                                      max_steps=config.rollout.max_turns), task.task_id, task.task_id, trial)
+                                      max_steps=config.rollout.max_turns, user_client=user_client),
+                             task.task_id, task.task_id, trial)
                  for split, task, i, trial in chunk]
         for (split, task, _, trial), traj in zip(chunk, engine.run(specs, seed=config.seed + start)):
             records.append(EpisodeRecord(task.task_id, split, task.family, trial, traj.outcome_reward,
@@ -199,12 +202,14 @@ def _run_checkpoint(config: EvalConfig, bundle: EnvBundle, tasks: list) -> list[
 
 def _run_agent(config: EvalConfig, bundle: EnvBundle, tasks: list) -> list[EpisodeRecord]:
     """Oracle or endpoint policies: one episode at a time through ``run_episode``."""
-    from agentgrpo.envs.airline.environment import run_episode
+    from agentgrpo.envs.airline.core.environment import run_episode
 
     records = []
+    user_client = llm_user_client(config.env.user)
     for i, (split, task) in enumerate(tasks):
         for trial in range(config.trials):
-            env = make_env(bundle, task, config.env, user_seed(config, i, trial), max_steps=config.rollout.max_turns)
+            env = make_env(bundle, task, config.env, user_seed(config, i, trial), max_steps=config.rollout.max_turns,
+                           user_client=user_client)
             agent = _make_agent(config, bundle, task)
             result = run_episode(env, agent)
             turn_tokens = getattr(agent, "turn_tokens", None) or [
@@ -218,9 +223,9 @@ def _run_agent(config: EvalConfig, bundle: EnvBundle, tasks: list) -> list[Episo
 
 def _make_agent(config: EvalConfig, bundle: EnvBundle, task: Any) -> Any:
     if config.policy == "oracle":
-        from agentgrpo.envs.airline.oracle import OracleAgent
+        from agentgrpo.envs.airline.simulation.plans import oracle_agent
 
-        return OracleAgent(bundle.domain, task)
+        return oracle_agent(bundle.domain, task)
     from agentgrpo.eval.endpoint_agent import EndpointAgent
 
     return EndpointAgent(bundle.domain, config.endpoint.base_url, config.endpoint.model,

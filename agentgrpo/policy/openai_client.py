@@ -139,6 +139,17 @@ class OpenAIChatPolicy:
         )
 
 
+def llm_user_client(user: Any) -> OpenAIChatPolicy | None:
+    """The chat client of an LLM user simulator (``env.user``: ``kind``, ``model``,
+    ``base_url``, ``api_key_env``), or None for a scripted user: 60 s per request, network
+    errors, 429 and 5xx retried 5 times with backoff from 1 s. One client serves every
+    episode of a job."""
+    if user.kind != "llm":
+        return None
+    return OpenAIChatPolicy(user.base_url, user.model, api_key_env=user.api_key_env, max_retries=5,
+                            backoff=1.0, timeout=60.0)
+
+
 def api_messages(messages: Sequence[Message]) -> list[Message]:
     """The transcript as a chat-completions API accepts it.
 

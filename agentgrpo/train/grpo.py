@@ -31,6 +31,7 @@ from agentgrpo.config import to_dict, to_yaml
 from agentgrpo.envs.airline.factory import EnvBundle, build_env, make_env
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import load_policy, read_agent_config, save_policy
+from agentgrpo.policy.openai_client import llm_user_client
 from agentgrpo.rewards.prm_lite import PRMLite
 from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
 from agentgrpo.train.batch import RolloutBatch, collate, drop_non_finite
@@ -87,6 +88,7 @@ class GRPOTrainer:
         self.run_dir = Path(cfg.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.bundle: EnvBundle = build_env(cfg.env)
+        self.user_client = llm_user_client(cfg.env.user)  # None for the scripted user
         self.train_tasks = self.bundle.tasks(cfg.trainer.task_splits)
         self.schedule = TaskSchedule(self.train_tasks, cfg.trainer.tasks_per_step, cfg.seed)
         dtype = getattr(torch, cfg.policy.dtype)
@@ -182,7 +184,8 @@ class GRPOTrainer:
             group_id = f"{step}:{task_index}:{task.task_id}"
             for sample in range(cfg.trainer.group_size):
                 user_seed = derive_seed("user", cfg.seed, step, task_index, sample)
-                env = make_env(self.bundle, task, cfg.env, user_seed=user_seed, max_steps=cfg.rollout.max_turns)
+                env = make_env(self.bundle, task, cfg.env, user_seed=user_seed, max_steps=cfg.rollout.max_turns,
+                               user_client=self.user_client)
                 specs.append(EpisodeSpec(env, task.task_id, group_id, sample))
         return self.engine.run(specs, seed=derive_seed("rollout", cfg.seed, step))
 
@@ -279,7 +282,8 @@ class GRPOTrainer:
         cfg = self.config
         tasks = self.train_tasks[: cfg.trainer.val_tasks]
         specs = [EpisodeSpec(make_env(self.bundle, task, cfg.env, user_seed=derive_seed("val", cfg.seed, i),
-                                      max_steps=cfg.rollout.max_turns), task.task_id, f"val:{i}")
+                                      max_steps=cfg.rollout.max_turns, user_client=self.user_client),
+                             task.task_id, f"val:{i}")
                  for i, task in enumerate(tasks)]
         val_rollout = dataclasses.replace(cfg.rollout, temperature=cfg.trainer.val_temperature)
         engine = RolloutEngine(self.model, self.chat, val_rollout)

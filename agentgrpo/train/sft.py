@@ -23,11 +23,12 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.format import message_text, openai_assistant_text
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_examples
 from agentgrpo.config import require, to_dict, to_yaml
-from agentgrpo.envs.airline.environment import run_episode
+from agentgrpo.envs.airline.core.environment import run_episode
 from agentgrpo.envs.airline.factory import SPLIT_NAMES, EnvBundle, EnvConfig, build_env, make_env
-from agentgrpo.envs.airline.oracle import OracleAgent
+from agentgrpo.envs.airline.simulation.plans import oracle_agent
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import build_policy, load_policy, save_policy
+from agentgrpo.policy.openai_client import llm_user_client
 from agentgrpo.policy.presets import PRESETS
 from agentgrpo.policy.tokenizer import domain_corpus
 from agentgrpo.train.optim import make_optimizer, make_scheduler
@@ -115,11 +116,12 @@ def collect_demonstrations(bundle: EnvBundle, config: EnvConfig, splits: list[st
                            seed: int) -> list[Demonstration]:
     """Oracle transcripts with the scripted user; failed episodes are dropped."""
     demos = []
+    user_client = llm_user_client(config.user)  # None for the scripted user (the default)
     for task in bundle.tasks(splits):
         for k in range(per_task):
             user_seed = seed * 1000 + k
-            env = make_env(bundle, task, config, user_seed=user_seed)
-            result = run_episode(env, OracleAgent(bundle.domain, task))
+            env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client)
+            result = run_episode(env, oracle_agent(bundle.domain, task))
             if result.reward == 1.0:
                 demos.append(Demonstration(task.task_id, user_seed, result.reward, result.messages))
     return demos

@@ -7,8 +7,8 @@ import pytest
 
 from agentgrpo.agent.format import render_assistant
 from agentgrpo.agent.turn import play_turn
-from agentgrpo.envs.airline.environment import AirlineEnv
-from agentgrpo.envs.airline.task_gen import generate_domain
+from agentgrpo.envs.airline.core.environment import AirlineEnv
+from agentgrpo.envs.airline.tasks.generate import generate_domain
 from agentgrpo.envs.user_sim import ScriptedUser
 
 

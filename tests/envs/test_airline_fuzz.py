@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agentgrpo.envs.airline import AirlineDomain, DictState, load_tau_bench, multiset_hash
-from agentgrpo.envs.airline.db import copy_json
+from agentgrpo.envs.airline.core.db import copy_json
 
 CABINS = ["basic_economy", "economy", "business"]
 DATES = [f"2024-05-{day:02d}" for day in range(16, 31)] + ["2024-05-10", "2024-06-01"]

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from agentgrpo.envs.airline import AirlineDomain, load_tau_bench
-from agentgrpo.envs.airline.calculator import ExpressionError, evaluate_expression
-from agentgrpo.envs.airline.schema import ArgumentError, parse_docstring, validate_arguments
+from agentgrpo.envs.airline.core.calculator import ExpressionError, evaluate_expression
+from agentgrpo.envs.airline.core.schema import ArgumentError, parse_docstring, validate_arguments
 
 FLIGHT = ["array", {"required": ["flight_number", "date"], "flight_number": "string", "date": "string"}]
 PASSENGERS = ["array", {"required": ["first_name", "last_name", "dob"],

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from agentgrpo.envs.airline.environment import AirlineEnv, run_episode
-from agentgrpo.envs.airline.oracle import OracleAgent
-from agentgrpo.envs.airline.task_gen import generate_domain
+from agentgrpo.envs.airline.core.environment import AirlineEnv, run_episode
+from agentgrpo.envs.airline.simulation.plans import oracle_agent
+from agentgrpo.envs.airline.tasks.generate import generate_domain
 from agentgrpo.envs.types import USER_STOP, Action
 from agentgrpo.envs.user_sim import ScriptedUser
 
@@ -112,7 +112,7 @@ def test_reset_gives_a_fresh_database(domain):
 
 def test_run_episode_records_openai_style_messages(domain):
     task = task_of(domain, "change_cabin")
-    result = run_episode(AirlineEnv(domain, task, ScriptedUser(task)), OracleAgent(domain, task))
+    result = run_episode(AirlineEnv(domain, task, ScriptedUser(task)), oracle_agent(domain, task))
     assert result.reward == 1.0 and result.termination == "user_stop"
     roles = [m["role"] for m in result.messages]
     assert roles[:2] == ["system", "user"] and result.messages[0]["content"] == domain.policy

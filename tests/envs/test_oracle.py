@@ -7,9 +7,9 @@ from collections import defaultdict
 
 import pytest
 
-from agentgrpo.envs.airline.environment import AirlineEnv, run_episode
-from agentgrpo.envs.airline.oracle import OracleAgent
-from agentgrpo.envs.airline.task_gen import FAMILY_NAMES, generate_domain
+from agentgrpo.envs.airline.core.environment import AirlineEnv, run_episode
+from agentgrpo.envs.airline.simulation.plans import oracle_agent
+from agentgrpo.envs.airline.tasks.generate import FAMILY_NAMES, generate_domain
 from agentgrpo.envs.types import Action
 from agentgrpo.envs.user_sim import ScriptedUser
 
@@ -22,7 +22,7 @@ ID_PATTERNS = {"reservation_id": r"\b[A-Z0-9]{6}\b", "user_id": r"\b[a-z]+_[a-z]
 
 def run_all(domain, user_seed: int = 0):
     return [run_episode(AirlineEnv(domain, task, ScriptedUser(task, seed=user_seed)),
-                        OracleAgent(domain, task)) for task in domain.tasks]
+                        oracle_agent(domain, task)) for task in domain.tasks]
 
 
 @pytest.fixture(scope="module")
@@ -141,14 +141,14 @@ def test_a_declined_confirmation_means_no_write():
     for task in domain.tasks:
         if task.scenario.expected != "write":
             continue
-        episode = run_episode(AirlineEnv(domain, task, _NoSayer(task)), OracleAgent(domain, task))
+        episode = run_episode(AirlineEnv(domain, task, _NoSayer(task)), oracle_agent(domain, task))
         assert not WRITES & {a.name for a in episode.actions}
         assert episode.reward == 0.0
 
 
 def test_after_its_plan_the_oracle_only_closes():
     domain = generate_domain(1, n_tasks=1, families=["cancel_refused"])
-    oracle = OracleAgent(domain, domain.tasks[0])
+    oracle = oracle_agent(domain, domain.tasks[0])
     actions = [oracle.act("hello") for _ in range(12)]
     assert actions[-1] == Action.respond("Is there anything else I can help you with?")
 
@@ -162,10 +162,10 @@ def test_identical_across_processes_and_hash_seeds():
 
     code = (
         "import json, hashlib\n"
-        "from agentgrpo.envs.airline import AirlineEnv, OracleAgent, generate_domain, run_episode\n"
+        "from agentgrpo.envs.airline import AirlineEnv, generate_domain, oracle_agent, run_episode\n"
         "from agentgrpo.envs.user_sim import ScriptedUser\n"
         "d = generate_domain(3, n_tasks=23)\n"
-        "runs = [run_episode(AirlineEnv(d, t, ScriptedUser(t)), OracleAgent(d, t)).to_dict()\n"
+        "runs = [run_episode(AirlineEnv(d, t, ScriptedUser(t)), oracle_agent(d, t)).to_dict()\n"
         "        for t in d.tasks]\n"
         "blob = json.dumps([d.data, [t.to_dict() for t in d.tasks], runs], sort_keys=True)\n"
         "print(hashlib.sha256(blob.encode()).hexdigest())\n")

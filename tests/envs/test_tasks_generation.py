@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
-from agentgrpo.envs.airline.policy import TODAY, cancellation_rule, split_payment
-from agentgrpo.envs.airline.scenario import Scenario
-from agentgrpo.envs.airline.task_common import FAMILIES
-from agentgrpo.envs.airline.task_gen import (
+from agentgrpo.envs.airline.core.policy import TODAY, cancellation_rule, split_payment
+from agentgrpo.envs.airline.simulation.scenario import Scenario
+from agentgrpo.envs.airline.tasks.common import FAMILIES
+from agentgrpo.envs.airline.tasks.generate import (
     FAMILY_NAMES,
     family_schedule,
     generate_domain,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentgrpo.envs.airline.environment import AirlineEnv, run_episode
-from agentgrpo.envs.airline.task_gen import generate_domain
+from agentgrpo.envs.airline.core.environment import AirlineEnv, run_episode
+from agentgrpo.envs.airline.tasks.generate import generate_domain
 from agentgrpo.envs.turn import action_error, apply_turn
 from agentgrpo.envs.types import Action, is_error_observation
 from agentgrpo.envs.user_sim import ScriptedUser

@@ -9,12 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgrpo.envs.airline.environment import AirlineEnv, run_episode
-from agentgrpo.envs.airline.oracle import OracleAgent
-from agentgrpo.envs.airline.task_gen import FAMILY_NAMES, generate_domain
+from agentgrpo.config import ConfigError
+from agentgrpo.envs.airline.core.environment import AirlineEnv, run_episode
+from agentgrpo.envs.airline.simulation.plans import oracle_agent
+from agentgrpo.envs.airline.tasks.generate import FAMILY_NAMES, generate_domain
 from agentgrpo.envs.types import USER_STOP, Task
 from agentgrpo.envs.user_sim import LLMUser, ScriptedUser
-from agentgrpo.policy.openai_client import OpenAIChatPolicy
+from agentgrpo.policy.openai_client import OpenAIChatPolicy, llm_user_client
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def task_of(domain, family: str, nth: int = 0) -> Task:
 
 
 def oracle_messages(domain, task) -> list[str]:
-    result = run_episode(AirlineEnv(domain, task, ScriptedUser(task)), OracleAgent(domain, task))
+    result = run_episode(AirlineEnv(domain, task, ScriptedUser(task)), oracle_agent(domain, task))
     return [m["content"] for m in result.messages if m["role"] == "assistant" and m["content"]
             and "tool_calls" not in m]
 
@@ -309,6 +310,9 @@ def test_make_env_passes_the_chat_client_to_the_llm_user(domain):
     env = make_env(bundle, task, config, user_seed=7, user_client=client)
     assert env.reset() == "I want to add a bag."
     assert env.user.client is client and client.calls[0][1:] == (0.5, 7)
-    built = make_env(bundle, task, config, user_seed=7).user  # built from env.user
+    with pytest.raises(ConfigError, match="needs a chat client"):  # envs never builds an HTTP client
+        make_env(bundle, task, config, user_seed=7)
+    built = make_env(bundle, task, config, user_seed=7, user_client=llm_user_client(config.user)).user
     assert isinstance(built, LLMUser) and isinstance(built.client, OpenAIChatPolicy)
     assert built.base_url == "http://10.0.0.9:8000/v1" and built.client.model == config.user.model
+    assert llm_user_client(UserConfig(kind="scripted")) is None

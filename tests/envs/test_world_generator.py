@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from agentgrpo.envs.airline.policy import TODAY, free_bags_per_passenger
-from agentgrpo.envs.airline.world import WorldSpec, generate_world, world_airports
+from agentgrpo.envs.airline.core.policy import TODAY, free_bags_per_passenger
+from agentgrpo.envs.airline.tasks.world import WorldSpec, generate_world, world_airports
 
 SMALL = {"n_users": 30, "n_reservations": 60, "n_flights": 24, "n_airports": 6}
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from agentgrpo.agent.format import render_assistant
-from agentgrpo.envs.airline import OracleAgent
+from agentgrpo.envs.airline import oracle_agent
 from agentgrpo.envs.airline.factory import EnvConfig, build_env
 
 
@@ -25,7 +25,7 @@ class OracleWriter:
     """The oracle agent's turns as the text a policy would generate (Hermes tool calls)."""
 
     def __init__(self, domain: Any, task: Any) -> None:
-        self.oracle = OracleAgent(domain, task)
+        self.oracle = oracle_agent(domain, task)
 
     def turn(self, observation: str) -> str:
         action = self.oracle.act(observation)

@@ -18,11 +18,11 @@ from agentgrpo.rewards import PRMLite, parse_messages  # noqa: E402
 @pytest.fixture(scope="module")
 def reference(bundle, env_config):
     """The oracle's dialogue on a change-flight task, recorded by the environment."""
-    from agentgrpo.envs.airline import OracleAgent
+    from agentgrpo.envs.airline import oracle_agent
 
     task = bundle.domain.task_by_id("gen-0-28-change_flight")
     return run_episode(
-        make_env(bundle, task, env_config, user_seed=0), OracleAgent(bundle.domain, task)
+        make_env(bundle, task, env_config, user_seed=0), oracle_agent(bundle.domain, task)
     )
 
 

@@ -76,7 +76,7 @@ def register(subparsers: Any) -> None:
 # ---- loading --------------------------------------------------------------------------
 def _tau_bench_dir(explicit: str | None) -> Path:
     """``--data-dir`` (checked), else the first complete directory of the usual places."""
-    from agentgrpo.envs.airline.tau_bench import check_tau_bench_dir, missing_files
+    from agentgrpo.envs.airline.core.tau_bench import check_tau_bench_dir, missing_files
 
     if explicit:
         return check_tau_bench_dir(explicit, "--data-dir:")
@@ -94,11 +94,11 @@ def _tau_bench_dir(explicit: str | None) -> Path:
 def load_source(args: argparse.Namespace) -> tuple[Any, list[Task]]:
     """The domain and the listed tasks (after the split filter) for the CLI arguments."""
     if args.source == "tau_bench":
-        from agentgrpo.envs.airline.tau_bench import load_tau_bench
+        from agentgrpo.envs.airline.core.tau_bench import load_tau_bench
 
         domain = load_tau_bench(_tau_bench_dir(args.data_dir), compat=args.compat or "tau_bench")
     else:
-        from agentgrpo.envs.airline.task_gen import generate_domain, split_tasks
+        from agentgrpo.envs.airline.tasks.generate import generate_domain, split_tasks
 
         domain = generate_domain(args.seed, n_tasks=args.n_tasks, compat=args.compat or "fixed")
         if args.split:
@@ -149,10 +149,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _make_user(args: argparse.Namespace, task: Task) -> Any:
-    from agentgrpo.envs.airline.factory import UserConfig, llm_user_client
+    from agentgrpo.envs.airline.factory import UserConfig
     from agentgrpo.envs.user_sim import LLMUser, ScriptedUser
 
-    if args.user == "llm":
+    if args.user == "llm":  # the command is a composition point: it builds the HTTP client
+        from agentgrpo.policy.openai_client import llm_user_client
+
         base_url = args.user_base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         return LLMUser(task, llm_user_client(UserConfig("llm", args.user_model, base_url)))
     if task.scenario is None:
@@ -179,7 +181,7 @@ def parse_play_line(line: str) -> Action | None:
 def play(domain: Any, task: Task, user: Any, max_steps: int, stdin: TextIO,
          stdout: TextIO) -> float | None:
     """Interactive loop; returns the reward, or None if the player quit early."""
-    from agentgrpo.envs.airline.environment import AirlineEnv
+    from agentgrpo.envs.airline.core.environment import AirlineEnv
 
     env = AirlineEnv(domain, task, user, max_steps=max_steps)
     tools = ", ".join(sorted(domain.tool_names))
@@ -214,9 +216,9 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def cmd_oracle(args: argparse.Namespace) -> int:
-    from agentgrpo.envs.airline.environment import AirlineEnv, run_episode
-    from agentgrpo.envs.airline.oracle import OracleAgent
-    from agentgrpo.envs.airline.task_gen import generate_domain
+    from agentgrpo.envs.airline.core.environment import AirlineEnv, run_episode
+    from agentgrpo.envs.airline.simulation.plans import oracle_agent
+    from agentgrpo.envs.airline.tasks.generate import generate_domain
     from agentgrpo.envs.user_sim import ScriptedUser
 
     domain = generate_domain(args.seed, n_tasks=args.n, compat=args.compat)
@@ -226,7 +228,7 @@ def cmd_oracle(args: argparse.Namespace) -> int:
         for task in domain.tasks:
             env = AirlineEnv(domain, task, ScriptedUser(task, seed=args.user_seed),
                              max_steps=args.max_steps)
-            result = run_episode(env, OracleAgent(domain, task))
+            result = run_episode(env, oracle_agent(domain, task))
             rewards[task.family].append(result.reward)
             if out:
                 out.write(json.dumps(result.to_dict()) + "\n")

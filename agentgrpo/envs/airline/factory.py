@@ -5,10 +5,9 @@ tasks the same way: ``build_env(EnvConfig)`` returns the domain and the
 covered_seen / uncovered_seen / unseen splits, and ``make_env`` wraps one task in an
 ``AirlineEnv`` with the configured user simulator.
 
-An LLM user talks through a chat client that ``make_env`` is given (``user_client``) or,
-as the composition point of a config, builds from ``config.user``
-(``llm_user_client``): the OpenAI-compatible client is imported only then, so importing
-this package never loads ``agentgrpo.policy``.
+An LLM user talks through a chat client that ``make_env`` is given (``user_client``;
+jobs build it once with ``agentgrpo.policy.openai_client.llm_user_client(config.user)``),
+so the environment package never imports ``agentgrpo.policy``.
 """
 from __future__ import annotations
 
@@ -16,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agentgrpo.config import ConfigError, require
-from agentgrpo.envs.airline.domain import AirlineDomain
-from agentgrpo.envs.airline.environment import AirlineEnv
-from agentgrpo.envs.airline.task_gen import generate_domain, split_tasks
-from agentgrpo.envs.airline.tau_bench import load_tau_bench
-from agentgrpo.envs.airline.world import AIRPORTS
+from agentgrpo.envs.airline.core.domain import AirlineDomain
+from agentgrpo.envs.airline.core.environment import AirlineEnv
+from agentgrpo.envs.airline.core.tau_bench import load_tau_bench
+from agentgrpo.envs.airline.tasks.generate import generate_domain, split_tasks
+from agentgrpo.envs.airline.tasks.world import AIRPORTS
 from agentgrpo.envs.types import Task
 from agentgrpo.envs.user_sim import ChatClient, LLMUser, ScriptedUser
 
@@ -44,7 +43,7 @@ class SplitConfig:
 
 @dataclass
 class WorldConfig:
-    """Sizes of a generated world (see ``agentgrpo.envs.airline.world.WorldSpec``)."""
+    """Sizes of a generated world (see ``agentgrpo.envs.airline.tasks.world.WorldSpec``)."""
 
     n_airports: int = 8
     """Airports on the route network (3 to the number the generator knows)."""
@@ -149,25 +148,18 @@ def build_env(config: EnvConfig) -> EnvBundle:
     return EnvBundle(domain=domain, splits=splits)
 
 
-def llm_user_client(user: UserConfig) -> ChatClient:
-    """The OpenAI-compatible chat client of ``user``: its model, URL and API key variable; 60 s
-    per request, network errors, 429 and 5xx retried 5 times with backoff from 1 s."""
-    from agentgrpo.policy.openai_client import OpenAIChatPolicy  # only when an LLM user is built
-
-    return OpenAIChatPolicy(user.base_url, user.model, api_key_env=user.api_key_env, max_retries=5,
-                            backoff=1.0, timeout=60.0)
-
-
 def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, max_steps: int = 30,
              user_client: ChatClient | None = None) -> AirlineEnv:
     """One episode's environment with the configured user simulator.
 
-    ``user_client``: the chat client of an LLM user (one may serve every episode);
-    ``None`` builds one from ``config.user`` (``llm_user_client``). Unused for scripted users.
+    ``user_client``: the chat client of an LLM user (one serves every episode), e.g.
+    ``agentgrpo.policy.openai_client.llm_user_client(config.user)``; unused for scripted users.
     """
     if config.user.kind == "scripted":
         user = ScriptedUser(task, seed=user_seed)
+    elif user_client is None:
+        raise ConfigError("env.user.kind=llm needs a chat client: pass user_client="
+                          "agentgrpo.policy.openai_client.llm_user_client(config.user) to make_env")
     else:
-        client = user_client if user_client is not None else llm_user_client(config.user)
-        user = LLMUser(task, client, temperature=config.user.temperature, seed=user_seed)
+        user = LLMUser(task, user_client, temperature=config.user.temperature, seed=user_seed)
     return AirlineEnv(bundle.domain, task, user, max_steps=max_steps)

@@ -19,7 +19,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from agentgrpo.agent.format import message_text, openai_assistant_message, parse_assistant
-from agentgrpo.envs.airline.domain import AirlineDomain
+from agentgrpo.envs.airline.core.domain import AirlineDomain
 from agentgrpo.rewards import DEFAULT_PROCESS_COEF, PRMLite
 
 Message = dict[str, Any]

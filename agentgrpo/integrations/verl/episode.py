@@ -30,10 +30,12 @@ from agentgrpo.agent.chat import build_system_prompt
 from agentgrpo.agent.format import ParsedAction, openai_assistant_message
 from agentgrpo.agent.turn import play_turn
 from agentgrpo.config import from_dict, to_dict
-from agentgrpo.envs.airline.environment import AirlineEnv
-from agentgrpo.envs.airline.factory import EnvBundle, EnvConfig, build_env, make_env
+from agentgrpo.envs.airline.core.environment import AirlineEnv
+from agentgrpo.envs.airline.factory import EnvBundle, EnvConfig, UserConfig, build_env, make_env
 from agentgrpo.envs.types import Step, Task
+from agentgrpo.envs.user_sim import ChatClient
 from agentgrpo.integrations.verl.settings import setting
+from agentgrpo.policy.openai_client import llm_user_client
 
 Message = dict[str, Any]
 
@@ -48,6 +50,17 @@ URL of the 72B user server), whatever the data was prepared with."""
 def _bundle(env_config_json: str) -> EnvBundle:
     """The domain and splits of one environment config, built once per worker process."""
     return build_env(from_dict(EnvConfig, json.loads(env_config_json)))
+
+
+_USER_CLIENTS: dict[tuple[str, ...], ChatClient | None] = {}
+
+
+def _user_client(user: UserConfig) -> ChatClient | None:
+    """One chat client per user simulator and worker process (None for the scripted user)."""
+    key = (user.kind, user.model, user.base_url, user.api_key_env)
+    if key not in _USER_CLIENTS:
+        _USER_CLIENTS[key] = llm_user_client(user)
+    return _USER_CLIENTS[key]
 
 
 def env_config_json(config: EnvConfig) -> str:
@@ -112,8 +125,14 @@ class AirlineEpisode:
         ``system_prompt`` None gives ``ChatFormat``'s default: the policy, then the tools.
         """
         bundle, config, task = resolve_task(extra_info)
+        config = with_user_overrides(config)
         env = make_env(
-            bundle, task, with_user_overrides(config), user_seed=user_seed, max_steps=max_turns
+            bundle,
+            task,
+            config,
+            user_seed=user_seed,
+            max_steps=max_turns,
+            user_client=_user_client(config.user),
         )
         if system_prompt is None:
             system_prompt = build_system_prompt(bundle.domain.policy, bundle.domain.tool_schemas())

@@ -29,7 +29,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentgrpo.envs.airline.domain import AirlineDomain
+from agentgrpo.envs.airline.core.domain import AirlineDomain
 from agentgrpo.envs.types import Task
 from agentgrpo.integrations.verl.episode import TASK_ID_KEY, resolve_task
 from agentgrpo.integrations.verl.settings import setting

@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 from importlib import resources
 from typing import Any, Literal
 
-from agentgrpo.envs.airline.db import NOW_DATE as TODAY
-from agentgrpo.envs.airline.db import NOW_ISO as NOW
+from agentgrpo.envs.airline.core.db import NOW_DATE as TODAY
+from agentgrpo.envs.airline.core.db import NOW_ISO as NOW
 
 CABINS: tuple[str, ...] = ("basic_economy", "economy", "business")
 Cabin = Literal["basic_economy", "economy", "business"]
@@ -34,7 +34,7 @@ _FREE_BAGS = {
 
 def load_policy() -> str:
     """The policy text given to agents as their system prompt."""
-    return resources.files("agentgrpo.envs.airline").joinpath("policy.md").read_text("utf-8")
+    return resources.files("agentgrpo.envs.airline.core").joinpath("policy.md").read_text("utf-8")
 
 
 def free_bags_per_passenger(membership: str, cabin: str) -> int:

@@ -10,10 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentgrpo.envs.airline.dialogue import spoken_date
-from agentgrpo.envs.airline.families_book import transfer_summary
-from agentgrpo.envs.airline.oracle import CLOSING, Abort, OracleAgent, Script
-from agentgrpo.envs.airline.policy import (
+from agentgrpo.envs.airline.core.policy import (
     BAG_FEE,
     CANCELLED_FLIGHT_CREDIT,
     DELAYED_FLIGHT_CREDIT,
@@ -28,6 +25,10 @@ from agentgrpo.envs.airline.policy import (
     payment_limit_violation,
     split_payment,
 )
+from agentgrpo.envs.airline.simulation.dialogue import spoken_date
+from agentgrpo.envs.airline.simulation.oracle import CLOSING, Abort, OracleAgent, Plan, Script
+from agentgrpo.envs.airline.simulation.scenario import transfer_summary
+from agentgrpo.envs.types import Task
 
 CABIN_WORDS = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
 SOURCE_WORDS = {"certificate": "travel certificate", "credit_card": "credit card",
@@ -397,7 +398,7 @@ def plan_transfer(o: OracleAgent) -> Script:
                           "can do: I transfer the user to a human agent with a summary.")
 
 
-PLANS: dict[str, Callable[[OracleAgent], Script]] = {
+PLANS: dict[str, Plan] = {
     "cancel": plan_cancel,
     "compensation": plan_compensation,
     "change_flight": plan_change_flight,
@@ -410,3 +411,8 @@ PLANS: dict[str, Callable[[OracleAgent], Script]] = {
     "info": plan_info,
     "transfer": plan_transfer,
 }
+
+
+def oracle_agent(domain: Any, task: Task) -> OracleAgent:
+    """The oracle for a generated ``task``, following the plan of its scenario's intent."""
+    return OracleAgent(domain, task, PLANS)

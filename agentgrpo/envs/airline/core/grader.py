@@ -9,7 +9,7 @@ make it cheap enough for RL (thousands of episodes):
   digest per record, where a record is identified by ``(table, key)`` and digested
   in a canonical form. Because the sum is over records, a state that overlays a few
   changed records on an immutable base only re-digests those records
-  (:mod:`agentgrpo.envs.airline.db`). Equal databases give equal hashes; a
+  (:mod:`agentgrpo.envs.airline.core.db`). Equal databases give equal hashes; a
   collision between different databases needs a SHA-256 collision or a subset-sum
   relation between 256-bit digests, which random edits do not produce.
 * The canonical form is sorted-key compact JSON, which is type-sensitive

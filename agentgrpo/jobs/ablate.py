@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentgrpo.config import ConfigError, available_experiments, load_config
+from agentgrpo.config import ConfigError, available_experiments, load_config, split_overrides
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,14 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_ablation(sft: str | Path, out: str | Path, experiments: list[str], overrides: list[str]) -> dict[str, Any]:
     from agentgrpo.eval.evaluator import EvalConfig, evaluate
     from agentgrpo.preflight import check_policy_source, preflight_eval, preflight_grpo
-    from agentgrpo.quickstart import split_overrides
     from agentgrpo.report.plots import plot_training_curves
     from agentgrpo.report.tables import comparison_table
     from agentgrpo.train.grpo import train_grpo
     from agentgrpo.train.grpo_config import GRPOConfig
 
     out = Path(out)
-    stage = split_overrides(overrides)
+    stage = split_overrides(overrides, ("grpo", "eval"))
     unknown = set(experiments) - set(available_experiments())
     if unknown:
         raise ConfigError(f"unknown experiment(s) {sorted(unknown)}; choose from {available_experiments()}")

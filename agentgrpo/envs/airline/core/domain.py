@@ -18,15 +18,15 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agentgrpo.envs.airline.db import TAU_BENCH_AIRPORTS, AirlineState, BaseDB, Store, copy_json
-from agentgrpo.envs.airline.grader import (
+from agentgrpo.envs.airline.core.db import TAU_BENCH_AIRPORTS, AirlineState, BaseDB, Store, copy_json
+from agentgrpo.envs.airline.core.grader import (
     GoldHashCache,
     GradeResult,
     gold_replay_actions,
     grade_episode,
 )
-from agentgrpo.envs.airline.schema import ArgumentError, ExtraFields, validate_arguments
-from agentgrpo.envs.airline.tools import TOOL_KINDS, TOOL_SCHEMAS, AirlineTools, Compat, ToolError
+from agentgrpo.envs.airline.core.schema import ArgumentError, ExtraFields, validate_arguments
+from agentgrpo.envs.airline.core.tools import TOOL_KINDS, TOOL_SCHEMAS, AirlineTools, Compat, ToolError
 from agentgrpo.envs.types import ERROR_PREFIX, Action, Task, is_error_observation
 
 COMPAT_MODES: tuple[str, ...] = ("tau_bench", "fixed")

@@ -14,8 +14,8 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from agentgrpo.envs.airline.calculator import evaluate_expression
-from agentgrpo.envs.airline.db import (
+from agentgrpo.envs.airline.core.calculator import evaluate_expression
+from agentgrpo.envs.airline.core.db import (
     BAG_PRICE,
     CERTIFICATE_IDS,
     INSURANCE_PRICE,
@@ -24,7 +24,7 @@ from agentgrpo.envs.airline.db import (
     TAU_BENCH_AIRPORTS,
     Store,
 )
-from agentgrpo.envs.airline.schema import (
+from agentgrpo.envs.airline.core.schema import (
     CabinClass,
     FlightRef,
     FlightType,

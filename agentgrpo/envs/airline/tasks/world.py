@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from agentgrpo.envs.airline.policy import CABINS, NOW, TODAY, booking_price, nonfree_bags
+from agentgrpo.envs.airline.core.policy import CABINS, NOW, TODAY, booking_price, nonfree_bags
 
 AIRPORTS: tuple[tuple[str, str], ...] = (
     ("SFO", "San Francisco"), ("JFK", "New York"), ("LAX", "Los Angeles"),

@@ -7,8 +7,7 @@ delayed flight with a cancellation, and a user who is not eligible).
 """
 from __future__ import annotations
 
-from agentgrpo.envs.airline.dialogue import spoken_date
-from agentgrpo.envs.airline.policy import (
+from agentgrpo.envs.airline.core.policy import (
     TODAY,
     booked_within_24h,
     cancellation_rule,
@@ -16,8 +15,9 @@ from agentgrpo.envs.airline.policy import (
     compensation_eligible,
     has_flown_segment,
 )
-from agentgrpo.envs.airline.scenario import Scenario
-from agentgrpo.envs.airline.task_common import (
+from agentgrpo.envs.airline.simulation.dialogue import spoken_date
+from agentgrpo.envs.airline.simulation.scenario import Scenario
+from agentgrpo.envs.airline.tasks.common import (
     FamilyContext,
     TaskDraft,
     all_future,

@@ -18,6 +18,18 @@ Intent = Literal[
 ]
 Expected = Literal["write", "refusal", "answer", "transfer"]
 
+# requests no tool can serve (the transfer family): what the user wants, in their words
+OUT_OF_SCOPE = {
+    "lost_item": "find a laptop you left on board a recent flight",
+    "wheelchair": "arrange wheelchair assistance at the airport for your next trip",
+    "meal": "order a special vegetarian meal for your next flight",
+}
+
+
+def transfer_summary(user_id: str, request: str) -> str:
+    """What the agent tells the human agent about an out-of-scope request."""
+    return f"User {user_id} needs help to {OUT_OF_SCOPE[request].replace('your', 'their')}."
+
 
 @dataclass
 class Confirmation:

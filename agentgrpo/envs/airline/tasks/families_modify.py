@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from agentgrpo.envs.airline.dialogue import spoken_date
-from agentgrpo.envs.airline.policy import BAG_FEE, CABINS, TODAY, free_bags_per_passenger
-from agentgrpo.envs.airline.scenario import Confirmation, Scenario
-from agentgrpo.envs.airline.task_common import (
+from agentgrpo.envs.airline.core.policy import BAG_FEE, CABINS, TODAY, free_bags_per_passenger
+from agentgrpo.envs.airline.simulation.dialogue import spoken_date
+from agentgrpo.envs.airline.simulation.scenario import Confirmation, Scenario
+from agentgrpo.envs.airline.tasks.common import (
     PREFERENCES,
     FamilyContext,
     NoCandidate,
@@ -31,7 +31,7 @@ from agentgrpo.envs.airline.task_common import (
     preference_phrase,
     trip_words,
 )
-from agentgrpo.envs.airline.world import FIRST_NAMES, LAST_NAMES
+from agentgrpo.envs.airline.tasks.world import FIRST_NAMES, LAST_NAMES
 from agentgrpo.envs.types import Action
 
 ACCEPT_ANSWER = "If the agent says it cannot be done, you accept that and end the conversation."

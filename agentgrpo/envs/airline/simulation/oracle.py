@@ -8,18 +8,20 @@ reports results, refuses what the policy forbids and transfers what is out of sc
 It knows the user's answers from the task's scenario, but only uses each one after
 the user has said it, so its transcripts are clean teacher data for SFT.
 
-Each intent's dialogue is a generator in ``oracle_plans`` that yields ``Move`` s and
-receives observations; ``OracleAgent.act`` drives it one step at a time.
+Each intent's dialogue is a plan: a generator that yields ``Move`` s and receives
+observations, given to the agent in a ``{intent: plan}`` table (``plans.PLANS``, which
+builds on this module's building blocks; ``plans.oracle_agent`` puts the two together).
+``OracleAgent.act`` drives the plan one step at a time.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentgrpo.envs.airline.dialogue import is_yes
-from agentgrpo.envs.airline.scenario import Scenario
+from agentgrpo.envs.airline.simulation.dialogue import is_yes
+from agentgrpo.envs.airline.simulation.scenario import Scenario
 from agentgrpo.envs.types import Action, Task, is_error_observation
 
 CLOSING = "Is there anything else I can help you with?"
@@ -35,6 +37,7 @@ class Move:
 
 
 Script = Generator[Move, str, Any]
+Plan = Callable[["OracleAgent"], Script]
 
 
 class Abort(Exception):
@@ -52,13 +55,11 @@ class OracleAgent:
     tool call; the message itself for a respond action).
     """
 
-    def __init__(self, domain: Any, task: Task) -> None:
-        from agentgrpo.envs.airline.oracle_plans import PLANS  # plans import this module
-
+    def __init__(self, domain: Any, task: Task, plans: Mapping[str, Plan]) -> None:
         self.domain = domain
         self.task = task
         self.scenario = Scenario.of(task.scenario)
-        self.plan = PLANS[self.scenario.intent]
+        self.plan = plans[self.scenario.intent]
         self.last_text = ""
         self._script: Script | None = None
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentgrpo.config import load_config
+from agentgrpo.config import load_config, split_overrides
 
 STAGES = ("sft", "grpo", "eval")
 
@@ -44,19 +44,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def split_overrides(overrides: list[str]) -> dict[str, list[str]]:
-    """Shared overrides go to every stage; ``sft.x=1`` only to SFT (prefix removed)."""
-    per_stage: dict[str, list[str]] = {stage: [] for stage in STAGES}
-    for item in overrides:
-        head, _, rest = item.partition(".")
-        if head in per_stage and "=" in rest:
-            per_stage[head].append(rest)
-        else:
-            for stage in STAGES:
-                per_stage[stage].append(item)
-    return per_stage
-
-
 def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[str] | None = None) -> dict[str, Any]:
     """Run every stage into ``out``; returns the summary also written to ``summary.json``."""
     from agentgrpo.eval.evaluator import EvalConfig, evaluate
@@ -68,7 +55,7 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
     start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    stage = split_overrides(list(overrides or []))
+    stage = split_overrides(list(overrides or []), STAGES)
     stage = {name: [*QUICKSTART_DEFAULTS[name], *stage[name]] for name in STAGES}
     sft_config = load_config(SFTConfig, [*stage["sft"], f"run_dir={out / 'sft'}"], defaults="sft.yaml")
     grpo_config = load_config(

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgrpo.envs.airline.dialogue import spoken_date
-from agentgrpo.envs.airline.policy import (
+from agentgrpo.envs.airline.core.policy import (
     BAG_FEE,
     INSURANCE_PER_PASSENGER,
     TODAY,
@@ -18,8 +17,9 @@ from agentgrpo.envs.airline.policy import (
     nonfree_bags,
     split_payment,
 )
-from agentgrpo.envs.airline.scenario import Confirmation, Scenario
-from agentgrpo.envs.airline.task_common import (
+from agentgrpo.envs.airline.simulation.dialogue import spoken_date
+from agentgrpo.envs.airline.simulation.scenario import OUT_OF_SCOPE, Confirmation, Scenario, transfer_summary
+from agentgrpo.envs.airline.tasks.common import (
     PREFERENCES,
     FamilyContext,
     NoCandidate,
@@ -33,19 +33,8 @@ from agentgrpo.envs.airline.task_common import (
     is_active,
     preference_phrase,
 )
-from agentgrpo.envs.airline.world import AIRPORT_CITY
+from agentgrpo.envs.airline.tasks.world import AIRPORT_CITY
 from agentgrpo.envs.types import Action
-
-OUT_OF_SCOPE = {
-    "lost_item": "find a laptop you left on board a recent flight",
-    "wheelchair": "arrange wheelchair assistance at the airport for your next trip",
-    "meal": "order a special vegetarian meal for your next flight",
-}
-
-
-def transfer_summary(user_id: str, request: str) -> str:
-    """What the agent tells the human agent about an out-of-scope request."""
-    return f"User {user_id} needs help to {OUT_OF_SCOPE[request].replace('your', 'their')}."
 
 
 def _travellers(ctx: FamilyContext, user: dict[str, Any]) -> list[dict[str, str]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from datetime import date
 
-from agentgrpo.envs.airline.scenario import Confirmation
+from agentgrpo.envs.airline.simulation.scenario import Confirmation
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
           "september", "october", "november", "december")

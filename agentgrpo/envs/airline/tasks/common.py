@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from agentgrpo.envs.airline.dialogue import spoken_date
-from agentgrpo.envs.airline.policy import TODAY
-from agentgrpo.envs.airline.scenario import Confirmation, Scenario
+from agentgrpo.envs.airline.core.policy import TODAY
+from agentgrpo.envs.airline.simulation.dialogue import spoken_date
+from agentgrpo.envs.airline.simulation.scenario import Confirmation, Scenario
 from agentgrpo.envs.types import Action
 
 T = TypeVar("T")

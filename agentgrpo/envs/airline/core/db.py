@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from agentgrpo.envs.airline.grader import format_hash, naive_hash, record_digest
+from agentgrpo.envs.airline.core.grader import format_hash, naive_hash, record_digest
 
 TABLES = ("users", "flights", "reservations")
 """The tables of an airline database, in τ-bench's order."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from agentgrpo.envs.airline.dialogue import extract_entities, spoken_date
-from agentgrpo.envs.airline.scenario import Scenario
+from agentgrpo.envs.airline.simulation.dialogue import extract_entities, spoken_date
+from agentgrpo.envs.airline.simulation.scenario import Scenario
 
 OPENINGS = {
     "cancel": ("Hi, I'd like to cancel a reservation.", "Hello, I need to cancel one of my "

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from agentgrpo.config import DataError, MissingFileError
-from agentgrpo.envs.airline.db import TABLES
-from agentgrpo.envs.airline.domain import AirlineDomain
-from agentgrpo.envs.airline.tools import Compat
+from agentgrpo.envs.airline.core.db import TABLES
+from agentgrpo.envs.airline.core.domain import AirlineDomain
+from agentgrpo.envs.airline.core.tools import Compat
 from agentgrpo.envs.types import Action, Task
 
 POLICY_FILES = ("policy.md", "wiki.md")

@@ -13,11 +13,11 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from agentgrpo.envs.airline import families_book, families_cancel, families_modify  # noqa: F401
-from agentgrpo.envs.airline.domain import AirlineDomain
-from agentgrpo.envs.airline.policy import load_policy
-from agentgrpo.envs.airline.task_common import FAMILIES, FamilyContext, NoCandidate
-from agentgrpo.envs.airline.world import generate_world, world_airports
+from agentgrpo.envs.airline.core.domain import AirlineDomain
+from agentgrpo.envs.airline.core.policy import load_policy
+from agentgrpo.envs.airline.tasks import families_book, families_cancel, families_modify  # noqa: F401
+from agentgrpo.envs.airline.tasks.common import FAMILIES, FamilyContext, NoCandidate
+from agentgrpo.envs.airline.tasks.world import generate_world, world_airports
 from agentgrpo.envs.types import Task
 
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
