@@ -299,3 +299,12 @@ def test_llds_term_vanishes_on_policy_and_lambda_scales_it(monkeypatch):
     assert float((losses["0.5"] - losses["0"]).detach()) == pytest.approx(
         0.5 * metrics["loss/llds"], rel=1e-5
     )
+
+
+def test_verl_holds_every_estimator_of_the_registry():
+    from agentgrpo.algos import advantage_estimator_names
+
+    plugin.register()
+    ours = {name for name in core_algos.ADV_ESTIMATOR_REGISTRY if name.startswith("agentgrpo_")}
+    assert {f"agentgrpo_{name}" for name in advantage_estimator_names()} <= ours
+    assert "agentgrpo_dr_grpo" in ours  # the preset the old hand-written table lacked
