@@ -82,6 +82,7 @@ ROWS = [
     (["eval", "--policy", "openai", "max_batch=0", "--out", "{out}", "trials=1"], ["max_batch"]),
     (["train", "--config", "/missing.yaml"], ["/missing.yaml"]),
     (["eval", "--bogus"], ["--bogus", "agentgrpo eval --help"]),
+    (["env", "tasks", "--n-tasks", "-1"], ["--n-tasks", ">= 1"]),
     # runtime failures: missing checkpoint, broken weights, unreachable server, incomplete data
     (["train"], ["policy.init", "runs/sft/final", "agentgrpo sft"]),
     (["ablate", "--sft", "/nonexistent"], ["--sft", "/nonexistent"]),

@@ -24,6 +24,14 @@ from agentgrpo.envs.types import Action, Task
 SOURCES = ("generated", "tau_bench")
 
 
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (a count or a limit)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
 def _add_source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", choices=SOURCES, default="generated",
                         help="generated worlds (default) or a τ-bench data directory")
@@ -31,7 +39,7 @@ def _add_source_args(parser: argparse.ArgumentParser) -> None:
                         help="τ-bench airline directory (default: $AGENTGRPO_TAU_BENCH_DIR or "
                              "../shared/tau_bench_airline)")
     parser.add_argument("--seed", type=int, default=0, help="world/task seed (generated)")
-    parser.add_argument("--n-tasks", type=int, default=100, help="tasks to generate")
+    parser.add_argument("--n-tasks", type=positive_int, default=100, help="tasks to generate")
     parser.add_argument("--split", default=None,
                         help="only this split (generated: covered_seen, uncovered_seen, "
                              "unseen; τ-bench: test)")
@@ -60,15 +68,15 @@ def register(subparsers: Any) -> None:
     play.add_argument("--user-seed", type=int, default=0)
     play.add_argument("--user-model", default="gpt-4o-mini")
     play.add_argument("--user-base-url", default=None)
-    play.add_argument("--max-steps", type=int, default=30)
+    play.add_argument("--max-steps", type=positive_int, default=30)
     play.set_defaults(func=cmd_play)
 
     oracle = actions.add_parser("oracle", help="run the oracle agent on generated tasks")
-    oracle.add_argument("--n", type=int, default=300, help="number of generated tasks")
+    oracle.add_argument("--n", type=positive_int, default=300, help="number of generated tasks")
     oracle.add_argument("--seed", type=int, default=0)
     oracle.add_argument("--user-seed", type=int, default=0)
     oracle.add_argument("--compat", choices=("fixed", "tau_bench"), default="fixed")
-    oracle.add_argument("--max-steps", type=int, default=30)
+    oracle.add_argument("--max-steps", type=positive_int, default=30)
     oracle.add_argument("--out", default=None, help="write every transcript to this JSONL")
     oracle.set_defaults(func=cmd_oracle)
 
