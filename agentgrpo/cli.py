@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("agentgrpo.eval.cli", "pass^k evaluation of a checkpoint, the oracle or an endpoint"),
     "ablate": ("agentgrpo.jobs.ablate", "every variant from one SFT checkpoint: table and curves"),
     "verl-prepare": ("agentgrpo.integrations.verl.data", "write the airline task parquet files for veRL"),
+    "verl-merge": ("agentgrpo.integrations.verl.merge", "merge a veRL FSDP checkpoint into an HF dir for eval"),
 }
 DEBUG_FLAG = "--debug"
 DEBUG_ENV = "AGENTGRPO_DEBUG"

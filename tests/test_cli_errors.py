@@ -199,5 +199,5 @@ assert not loaded, loaded
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert "write train/test parquet files" in result.stdout.lower()  # the --help text
+    assert "write train/val/test parquet files" in result.stdout.lower()  # the --help text
     assert (tmp_path / "train.parquet").is_file() and (tmp_path / "manifest.json").is_file()

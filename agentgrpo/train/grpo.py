@@ -28,7 +28,7 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.algos import get_advantage_estimator, grpo_objective, llds_loss, preserve_token_count
 from agentgrpo.config import to_dict, to_yaml
-from agentgrpo.envs.airline.factory import EnvBundle, build_env, make_env
+from agentgrpo.envs.airline.factory import VALIDATION_SPLIT, EnvBundle, build_env, make_env
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import load_policy, read_agent_config, save_policy
 from agentgrpo.policy.openai_client import llm_user_client
@@ -278,9 +278,9 @@ class GRPOTrainer:
         return {"algo/lld_rate": float(metrics["lld/action_rate"])}
 
     def validate(self, step: int) -> dict[str, float]:
-        """pass^1 on a fixed slice of the training tasks (the seed's "val reward")."""
+        """pass^1 on the validation split (training families, never trained on): what checkpoints are chosen by."""
         cfg = self.config
-        tasks = self.train_tasks[: cfg.trainer.val_tasks]
+        tasks = self.bundle.tasks([VALIDATION_SPLIT])[: cfg.trainer.val_tasks]
         specs = [EpisodeSpec(make_env(self.bundle, task, cfg.env, user_seed=derive_seed("val", cfg.seed, i),
                                       max_steps=cfg.rollout.max_turns, user_client=self.user_client),
                              task.task_id, f"val:{i}")

@@ -120,9 +120,11 @@ class TrainerConfig:
     task_splits: list[str] = field(default_factory=lambda: ["covered_seen", "uncovered_seen"])
     """Splits whose tasks are trained on (the seed trains on covered_seen + uncovered_seen)."""
     val_every: int = 0
-    """Validate every N steps (0 = never during training)."""
+    """Validate every N steps (0 = never during training): pass^1 on the validation split
+    (``env.splits.validation``: training families, never trained on), logged as ``val/pass1``
+    to choose the checkpoint; the test split is left to ``agentgrpo eval``."""
     val_tasks: int = 8
-    """How many training tasks the validation pass^1 runs on."""
+    """How many tasks of the validation split each validation runs (all of them when fewer)."""
     val_temperature: float = 0.0
     """Sampling temperature for validation (0 = greedy)."""
     save_every: int = 0
@@ -194,6 +196,11 @@ class GRPOConfig:
 
     def __post_init__(self) -> None:
         t = self.trainer
+        if t.val_every and not self.env.splits.validation:
+            raise ConfigError(
+                f"trainer.val_every={t.val_every} needs validation tasks but env.splits.validation="
+                f"{self.env.splits.validation}: set env.splits.validation (on τ-bench it holds tasks out of "
+                "env.splits.uncovered_seen), or trainer.val_every=0")
         if self.algo.llds_coef > 0 and self.updates_per_rollout == 1 and t.old_logprobs == "recompute":
             raise ConfigError(
                 f"algo.llds_coef={self.algo.llds_coef} never acts: with trainer.ppo_epochs={t.ppo_epochs} and "

@@ -6,11 +6,25 @@
 # (Qwen2.5-72B-Instruct-AWQ behind vLLM's OpenAI API). Everything below can be overridden
 # from the environment, e.g. `POLICY_MODEL=/models/qwen7b USER_BASE_URL=http://h:8001/v1 bash run_exp2_lata.sh`.
 # Extra arguments to a run script are Hydra overrides appended to veRL's command line.
+#
+# Before veRL starts, every launch runs agentgrpo's launch check (python -m
+# agentgrpo.integrations.verl.dry_run, same config and overrides): the Hydra config composed,
+# the trainer's modules imported, veRL's validate_config, our loss and estimator resolved from
+# veRL's registries and the actor/rollout config dataclasses built. It refuses (exit 2, one
+# line naming the setting) anything that would replace or silently disable agentgrpo_llds or
+# an agentgrpo_* estimator. DRY_RUN=1 stops after it: no Ray, no GPU, nothing trained.
 set -euo pipefail
 
 # ---- what to train on -----------------------------------------------------------------
 POLICY_MODEL=${POLICY_MODEL:-Qwen/Qwen2.5-7B-Instruct}
 ENV_SOURCE=${ENV_SOURCE:-tau_bench}                  # tau_bench (the seed's 50 tasks) | generated
+# validation tasks (data.val_files, evaluated every trainer.test_freq steps, what the checkpoint
+# is chosen by): training families, never trained on. τ-bench has only its 50 tasks, all in the
+# seed's 16/24/10 splits, so 4 are held out of uncovered_seen (20 of the 24 are trained on);
+# generated tasks draw 8 new ones from the same world. The test split (unseen) is never
+# val_files: evaluate it once, after training, with `agentgrpo eval` (docs/scale.md).
+if [[ "$ENV_SOURCE" == tau_bench ]]; then VAL_TASKS=${VAL_TASKS:-4}; else VAL_TASKS=${VAL_TASKS:-8}; fi
+DRY_RUN=${DRY_RUN:-}                                 # 1: the launch check only, then stop
 TAU_BENCH_DIR=${TAU_BENCH_DIR:-$PWD/../shared/tau_bench_airline}
 DATA_DIR=${DATA_DIR:-$PWD/data/verl_airline_${ENV_SOURCE}}
 CKPT_DIR=${CKPT_DIR:-$PWD/checkpoints/agentgrpo_airline}
@@ -31,7 +45,10 @@ LLDS_GATE=${LLDS_GATE:-action}
 # aggregation of the policy-gradient term (veRL's own loss_agg_mode stays token-mean: KL, entropy)
 LOSS_AGG=${LOSS_AGG:-seq-mean-token-sum}
 # old log-probs = vLLM's rollout log-probs, no recomputation pass (the seed's memory saver;
-# veRL >= 0.7). Set BYPASS_MODE= (empty) on older veRL.
+# veRL >= 0.7). veRL 0.9's default V1 trainer (trainer.use_v1=true; it imports transfer_queue,
+# which agentgrpo[verl] installs) keeps our loss in bypass mode. veRL's legacy trainer (0.7-0.8,
+# or trainer.use_v1=false) replaces loss_mode by its own 'bypass_mode' loss there, dropping
+# agentgrpo_llds: the launch check refuses that; set BYPASS_MODE=false (empty on veRL < 0.7).
 BYPASS_MODE=${BYPASS_MODE-true}
 
 # Offline HPC clusters: every model must already be in the local HF cache or a path.
@@ -44,8 +61,8 @@ REWARD_FILE="$AGENTGRPO_DIR/integrations/verl/reward.py"
 mkdir -p "$LOG_DIR" "$CKPT_DIR"
 
 prepare_data() {
-  if [[ -f "$DATA_DIR/train.parquet" ]]; then return; fi
-  local source_args=("source=$ENV_SOURCE" "user.kind=$USER_KIND")
+  if [[ -f "$DATA_DIR/train.parquet" && -f "$DATA_DIR/val.parquet" ]]; then return; fi
+  local source_args=("source=$ENV_SOURCE" "user.kind=$USER_KIND" "splits.validation=$VAL_TASKS")
   if [[ "$ENV_SOURCE" == tau_bench ]]; then source_args+=("data_dir=$TAU_BENCH_DIR"); fi
   python3 -m agentgrpo.integrations.verl.data --out "$DATA_DIR" "${source_args[@]}"
 }
@@ -77,7 +94,6 @@ start_user_server() {
 run_experiment() {
   local name=$1; shift
   prepare_data
-  start_user_server
   export AGENTGRPO_PRM_COEF=${PRM_COEF:-0.0} AGENTGRPO_LLDS_COEF=${LLDS_COEF:-0.0} AGENTGRPO_LLDS_GATE=$LLDS_GATE AGENTGRPO_LOSS_AGG=$LOSS_AGG
   export AGENTGRPO_POLICY_MODEL=$POLICY_MODEL
   export AGENTGRPO_USER_KIND=$USER_KIND AGENTGRPO_USER_MODEL=$USER_MODEL
@@ -95,8 +111,11 @@ run_experiment() {
   if [[ -n "$BYPASS_MODE" ]]; then forward+=("algorithm.rollout_correction.bypass_mode=$BYPASS_MODE"); fi
   # data files, model, agent-loop YAML and reward file come from the AGENTGRPO_* variables
   # that airline_grpo.yaml reads with ${oc.env:...}
-  CUDA_VISIBLE_DEVICES=$POLICY_GPU python3 -m verl.trainer.main_ppo \
-    --config-path="$VERL_CONFIGS" --config-name=airline_grpo \
-    trainer.experiment_name="$name" trainer.default_local_dir="$CKPT_DIR/$name" \
-    "${forward[@]}" "$@" 2>&1 | tee "$LOG_DIR/$name.log"
+  local args=(--config-path="$VERL_CONFIGS" --config-name=airline_grpo
+              trainer.experiment_name="$name" trainer.default_local_dir="$CKPT_DIR/$name"
+              "${forward[@]}" "$@")
+  python3 -m agentgrpo.integrations.verl.dry_run "${args[@]}" | tee "$LOG_DIR/$name.check.log"
+  if [[ -n "$DRY_RUN" ]]; then return; fi
+  start_user_server
+  CUDA_VISIBLE_DEVICES=$POLICY_GPU python3 -m verl.trainer.main_ppo "${args[@]}" 2>&1 | tee "$LOG_DIR/$name.log"
 }

@@ -1,8 +1,12 @@
-"""The veRL launch scripts compose a valid veRL config (Hydra's `--cfg job` dry run, no GPU)."""
+"""The veRL launch on veRL 0.9 as ``agentgrpo[verl]`` installs it: the default trainer's modules
+import, every ``examples/verl/run_*.sh`` passes the dry run (veRL's own validation, our loss
+and estimator resolved from veRL's registries, the actor/rollout dataclasses built), and
+settings that would replace ``agentgrpo_llds`` or mix test tasks into validation are refused."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,48 +16,144 @@ import pytest
 pytest.importorskip("verl")
 pytestmark = pytest.mark.verl
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "examples" / "verl"
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "examples" / "verl"
+CONFIGS = ROOT / "agentgrpo" / "integrations" / "verl" / "configs"
+
+# script -> (estimator, λ, PRM-Lite weight, updates per rollout)
+EXPECTED = {
+    "run_vanilla.sh": ("agentgrpo_grpo", 0.0, 0.0, 1),
+    "run_exp1_turn_discount.sh": ("agentgrpo_turn_discount", 0.0, 0.0, 1),
+    "run_exp2_lata.sh": ("agentgrpo_lata", 0.0, 0.0, 1),
+    "run_exp3_prm_lite.sh": ("agentgrpo_grpo", 0.0, 0.3, 1),
+    "run_exp4_prm_lite_lata.sh": ("agentgrpo_lata", 0.0, 0.3, 1),
+    "run_llds.sh": ("agentgrpo_grpo", 0.3, 0.0, 2),
+    "run_joint_llds.sh": ("agentgrpo_lata", 0.3, 0.3, 2),
+}
+
+def test_the_extra_declares_what_the_default_trainer_imports():
+    """veRL 0.9's default V1 trainer imports transfer_queue; the dry runs below import the whole
+    launch path (``dry_run.import_launch_path``: main_ppo, verl.trainer.ppo.v1 and its trainers,
+    transfer_queue, the agent loop, the engine workers, the reward loader) with nothing installed
+    beyond ``agentgrpo[verl]``."""
+    verl_extra = re.search(r"^verl = \[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.M | re.S).group(1)
+    assert '"transferqueue>=' in verl_extra, verl_extra
+    from agentgrpo.integrations.verl.dry_run import V1_MODULES
+
+    assert {"transfer_queue", "verl.trainer.ppo.v1", "verl.trainer.main_ppo"} <= set(V1_MODULES)
 
 
-def test_joint_llds_script_dry_run(tmp_path, env_config):
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, env_config) -> Path:
     from agentgrpo.integrations.verl.data import prepare
 
-    data_dir = tmp_path / "data" / "verl_airline_generated"
-    prepare(env_config, data_dir)  # in-process: the script then skips its own preparation
+    out = tmp_path_factory.mktemp("verl_data")
+    prepare(env_config, out)  # in-process: the scripts then skip their own preparation
+    return out
+
+
+def dry_run(script: str, data_dir: Path, cwd: Path, *overrides: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTGRPO_", "VERL_USE"))}
-    env.update(
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-        ENV_SOURCE="generated",
-        USER_KIND="scripted",
-    )
-    run = subprocess.run(
-        [
-            "bash",
-            str(SCRIPTS / "run_joint_llds.sh"),
-            "trainer.total_training_steps=7",
-            "--cfg",
-            "job",
-            "--resolve",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", ENV_SOURCE="generated",
+               USER_KIND="scripted", DATA_DIR=str(data_dir), DRY_RUN="1")
+    return subprocess.run(["bash", str(SCRIPTS / script), *overrides], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def report(stdout: str) -> dict[str, str]:
+    return dict(re.findall(r"^([a-z_]+): (.*)$", stdout, re.M))
+
+
+@pytest.mark.slow  # each script's dry run starts a fresh interpreter with veRL: ~25-40 s
+@pytest.mark.parametrize("script", list(EXPECTED))
+def test_every_script_passes_the_dry_run(script, data_dir, tmp_path):
+    run = dry_run(script, data_dir, tmp_path, "trainer.total_training_steps=7")
     assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
-    config = run.stdout
-    for line in (
-        "adv_estimator: agentgrpo_lata",
-        "loss_mode: agentgrpo_llds",
-        "ppo_mini_batch_size: 2",
-        "AGENTGRPO_PRM_COEF: '0.3'",
-        "AGENTGRPO_LLDS_COEF: '0.3'",
-        "VERL_USE_EXTERNAL_MODULES: agentgrpo.integrations.verl",
-        "total_training_steps: 7",
-        "loss_agg_mode: token-mean",
-        "AGENTGRPO_LOSS_AGG: seq-mean-token-sum",
-        "default_agent_loop: agentgrpo_airline",
-    ):
-        assert line in config, line
-    assert f"train_files: {tmp_path}/data/verl_airline_generated/train.parquet" in config
+    found = report(run.stdout)
+    estimator, llds, prm, updates = EXPECTED[script]
+    assert "validate_config passed, nothing replaced" in run.stdout
+    assert found["trainer"] == "v1 (sync)"
+    assert found["effective_loss_mode"] == "agentgrpo_llds (agentgrpo.integrations.verl.losses.agentgrpo_llds)"
+    assert found["effective_adv_estimator"] == f"{estimator} (agentgrpo.integrations.verl.estimators.{estimator})"
+    assert found["llds"].startswith(f"λ={llds} (AGENTGRPO_LLDS_COEF)")
+    assert f"{updates} update(s) per rollout" in found["llds"]
+    assert found["reward"].startswith(f"outcome + {prm}·PRM-Lite")
+    assert found["agent_loop"] == "agentgrpo_airline -> agentgrpo.integrations.verl.agent_loop.AirlineAgentLoop"
+    assert f"val_files {data_dir}/val.parquet (8 rows, splits validation)" in found["data"]
+    assert "loss_agg_mode=token-mean" in found["actor"] and "RolloutConfig(name=vllm" in found["rollout"]
+    assert found["old_logprobs"] == "the rollout's (bypass mode)"
+
+
+@pytest.mark.slow
+def test_the_legacy_trainer_in_bypass_mode_is_refused_naming_the_settings(data_dir, tmp_path):
+    run = dry_run("run_llds.sh", data_dir, tmp_path, "trainer.use_v1=false")
+    assert run.returncode == 2
+    line = run.stderr.strip().splitlines()[-1]
+    assert "algorithm.rollout_correction.bypass_mode=true" in line and "'bypass_mode'" in line
+    assert "loss_mode=agentgrpo_llds" in line and "trainer.use_v1=true" in line
+
+
+# ---- the rules, on configs composed in this process ---------------------------------------------
+
+
+@pytest.fixture
+def compose(monkeypatch, data_dir):
+    from agentgrpo.integrations.verl.dry_run import compose as hydra_compose
+
+    for key in [k for k in os.environ if k.startswith("AGENTGRPO_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("AGENTGRPO_VERL_CONFIGS", str(CONFIGS))
+    monkeypatch.setenv("AGENTGRPO_REWARD_FILE", str(CONFIGS.parent / "reward.py"))
+    monkeypatch.setenv("AGENTGRPO_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0.3")
+    base = ["algorithm.rollout_correction.bypass_mode=true", "actor_rollout_ref.actor.ppo_mini_batch_size=2"]
+    return lambda *overrides: hydra_compose(str(CONFIGS), "airline_grpo", [*base, *overrides])
+
+
+@pytest.mark.parametrize("overrides, named", [
+    (["trainer.use_v1=false"], ["algorithm.rollout_correction.bypass_mode=true", "legacy trainer"]),
+    (["distillation.enabled=true", "distillation.distillation_loss.use_task_rewards=false"],
+     ["distillation.distillation_loss.use_task_rewards=false", "distillation.enabled=false"]),
+    (["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum"],
+     ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum", "AGENTGRPO_LOSS_AGG"]),
+    (["algorithm.rollout_correction.bypass_mode=false", "actor_rollout_ref.actor.ppo_mini_batch_size=4"],
+     ["AGENTGRPO_LLDS_COEF=0.3 never acts", "ppo_mini_batch_size"]),
+    (["actor_rollout_ref.rollout.calculate_log_probs=false"], ["actor_rollout_ref.rollout.calculate_log_probs=true"]),
+])
+def test_settings_that_replace_or_disable_our_loss_are_named(compose, overrides, named):
+    from agentgrpo.integrations.verl.checks import launch_problems
+
+    problems = launch_problems(compose(*overrides))
+    assert len(problems) == 1, problems
+    for text in named:
+        assert text in problems[0]
+
+
+def test_v1_bypass_mode_keeps_our_loss_and_legacy_without_it_too(compose):
+    from agentgrpo.integrations.verl.checks import effective_loss_mode, launch_problems
+
+    assert effective_loss_mode(compose()) == ("agentgrpo_llds", None) and not launch_problems(compose())
+    legacy = compose("trainer.use_v1=false", "algorithm.rollout_correction.bypass_mode=false")
+    assert effective_loss_mode(legacy) == ("agentgrpo_llds", None) and not launch_problems(legacy)
+    replaced = compose("trainer.use_v1=false")
+    assert effective_loss_mode(replaced)[0] == "bypass_mode"
+
+
+def test_validation_files_with_test_tasks_are_refused(compose, data_dir):
+    from agentgrpo.config import ConfigError
+    from agentgrpo.integrations.verl.dry_run import data_description
+
+    assert "splits validation" in data_description(compose())
+    with pytest.raises(ConfigError, match=r"data.val_files=.*test.parquet holds test tasks \(splits \['unseen'\]\)"):
+        data_description(compose(f"data.val_files={data_dir}/test.parquet"))
+
+
+def test_every_run_script_is_dry_run_here():
+    assert sorted(path.name for path in SCRIPTS.glob("run_*.sh")) == sorted(EXPECTED)
+
+
+def test_the_dry_run_takes_main_ppos_command_line():
+    from agentgrpo.integrations.verl.dry_run import split_argv
+
+    argv = ["--config-path=/c", "--config-name=airline_grpo", "a.b=1", "--cfg", "job", "+x.y='z w'", "--resolve"]
+    assert split_argv(argv) == ("/c", "airline_grpo", ["a.b=1", "+x.y='z w'"])

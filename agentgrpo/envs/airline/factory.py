@@ -5,6 +5,15 @@ tasks the same way: ``build_env(EnvConfig)`` returns the domain and the
 covered_seen / uncovered_seen / unseen splits, and ``make_env`` wraps one task in an
 ``AirlineEnv`` with the configured user simulator.
 
+Three sets, never mixed (DESIGN §7.1): training tasks (covered_seen + uncovered_seen),
+validation tasks (``validation``: the training families, held out of training, for every
+choice — checkpoint, step, hyper-parameters) and test tasks (unseen, evaluated once per
+reported checkpoint). The generated source draws its validation tasks after the task
+pool from the same world (``continue_tasks``), so the three splits are the same with or
+without them; τ-bench's 50 tasks are all in the seed's three splits, so its validation
+tasks are held out of uncovered_seen (``splits.validation=4``: 20 of its 24 are trained
+on), and covered_seen and unseen stay the seed's.
+
 An LLM user talks through a chat client that ``make_env`` is given (``user_client``;
 jobs build it once with ``agentgrpo.policy.openai_client.llm_user_client(config.user)``),
 so the environment package never imports ``agentgrpo.policy``.
@@ -18,13 +27,17 @@ from agentgrpo.config import ConfigError, require
 from agentgrpo.envs.airline.core.domain import AirlineDomain
 from agentgrpo.envs.airline.core.environment import AirlineEnv
 from agentgrpo.envs.airline.core.tau_bench import load_tau_bench
-from agentgrpo.envs.airline.tasks.generate import generate_domain, split_tasks
+from agentgrpo.envs.airline.tasks.generate import continue_tasks, generate_domain, split_tasks
 from agentgrpo.envs.airline.tasks.world import AIRPORTS
 from agentgrpo.envs.types import Task
 from agentgrpo.envs.user_sim import ChatClient, LLMUser, ScriptedUser
 
 SPLIT_NAMES = ("covered_seen", "uncovered_seen", "unseen")
 TRAIN_SPLITS = ("covered_seen", "uncovered_seen")
+VALIDATION_SPLIT = "validation"
+DEFAULT_VALIDATION = {"generated": 8, "tau_bench": 0}
+"""Validation tasks when ``splits.validation`` is null: 8 generated ones; none on τ-bench,
+whose tasks are all in the seed's three splits."""
 
 
 @dataclass
@@ -35,10 +48,17 @@ class SplitConfig:
     """Training tasks without demonstrations (the seed: 24)."""
     unseen: int = 10
     """Test tasks (the seed: 10)."""
+    validation: int | None = None
+    """Validation tasks: training families, never trained on, used to choose checkpoints and
+    settings (never the test split). generated: drawn after the task pool from the same
+    world; tau_bench: held out of uncovered_seen (which keeps the rest). null = 8
+    (generated) or 0 (tau_bench)."""
 
     def __post_init__(self) -> None:
         for key in ("covered_seen", "uncovered_seen", "unseen"):
             require(getattr(self, key) >= 0, f"env.splits.{key}", getattr(self, key), "must be >= 0")
+        require(self.validation is None or self.validation >= 0, "env.splits.validation", self.validation,
+                "must be >= 0 (or null for the source's default)")
 
 
 @dataclass
@@ -106,6 +126,8 @@ class EnvConfig:
             raise ValueError(f"env.n_tasks ({self.n_tasks}) must be >= the split sizes' sum ({total})")
         if self.source == "tau_bench" and self.user.kind == "scripted":
             raise ValueError("τ-bench tasks have no structured scenario: set env.user.kind=llm")
+        if self.splits.validation is None:
+            self.splits.validation = DEFAULT_VALIDATION[self.source]
 
 
 @dataclass
@@ -124,6 +146,13 @@ class EnvBundle:
     @property
     def split_sizes(self) -> dict[str, int]:
         return {name: len(tasks) for name, tasks in self.splits.items()}
+
+    def task_by_id(self, task_id: str) -> Task:
+        """A task of the domain or of the validation split (which the domain's list omits)."""
+        for task in self.splits.get(VALIDATION_SPLIT, []):
+            if task.task_id == task_id:
+                return task
+        return self.domain.task_by_id(task_id)
 
 
 def build_env(config: EnvConfig) -> EnvBundle:
@@ -145,7 +174,40 @@ def build_env(config: EnvConfig) -> EnvBundle:
     else:
         domain = load_tau_bench(config.data_dir, compat=config.compat or "tau_bench")
     splits = split_tasks(domain.tasks, sizes.covered_seen, sizes.uncovered_seen, sizes.unseen, seed=config.seed)
+    splits[VALIDATION_SPLIT] = validation_tasks(domain, config, splits)
     return EnvBundle(domain=domain, splits=splits)
+
+
+def validation_tasks(domain: AirlineDomain, config: EnvConfig, splits: dict[str, list[Task]]) -> list[Task]:
+    """``config.splits.validation`` tasks of the training splits' families, trained on by no job.
+
+    Generated source: new tasks from the same world (``continue_tasks``; not added to
+    ``domain.tasks``, so nothing built from the task pool changes). τ-bench: a stratified
+    draw out of ``splits["uncovered_seen"]``, which keeps the others (the test split and
+    covered_seen, whose tasks have demonstrations, are untouched).
+    """
+    size = config.splits.validation or 0
+    families = sorted({task.family for name in TRAIN_SPLITS for task in splits[name]})
+    if size == 0:
+        return []
+    if not families:
+        raise ConfigError("env.splits.validation needs training tasks to take its families from: "
+                          "raise env.splits.covered_seen or env.splits.uncovered_seen")
+    if config.source == "generated":
+        tasks = continue_tasks(domain, config.seed, config.n_tasks, size, families)
+    else:
+        uncovered = splits["uncovered_seen"]
+        if len(uncovered) <= size:
+            raise ConfigError(
+                f"env.splits.validation={size}: τ-bench validation tasks are held out of uncovered_seen, which "
+                f"has {len(uncovered)}; lower env.splits.validation or raise env.splits.uncovered_seen")
+        tasks = split_tasks(uncovered, size, 0, 0, seed=config.seed)["covered_seen"]
+        splits["uncovered_seen"] = [task for task in uncovered if task not in tasks]
+        for task in splits["uncovered_seen"]:
+            task.split = "uncovered_seen"
+    for task in tasks:
+        task.split = VALIDATION_SPLIT
+    return tasks
 
 
 def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, max_steps: int = 30,

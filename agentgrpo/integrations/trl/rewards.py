@@ -10,7 +10,8 @@ messages, and assistant turns may carry ``tool_calls`` or Hermes ``<tool_call>``
 or plain strings. Either way they become an OpenAI-style transcript — our Hermes text
 parsed with ``agentgrpo.agent.format.parse_assistant``, a malformed turn kept as raw
 text (PRM-Lite counts it as an invalid step) — and ``PRMLite.score_messages`` scores
-the prompt's user messages plus the completion.
+the prompt's user messages plus the completion. Episodes of ``airline.AirlineRollout``
+come with their own OpenAI-style ``transcript`` column, which is scored as it is.
 """
 
 from __future__ import annotations
@@ -106,9 +107,11 @@ class PRMLiteReward:
         prompts: Sequence[Any],
         completions: Sequence[Any],
         completion_ids: Any = None,
+        transcript: Sequence[Sequence[Message]] | None = None,
         **kwargs: Any,
     ) -> list[float]:
-        return [
-            self.coef * self.prm.score_messages(self.transcript(p, c)).process_score
-            for p, c in zip(prompts, completions, strict=True)
-        ]
+        if transcript is not None:  # whole episodes (AirlineRollout): the transcript is the trajectory
+            transcripts = [list(t) for t in transcript]
+        else:
+            transcripts = [self.transcript(p, c) for p, c in zip(prompts, completions, strict=True)]
+        return [self.coef * self.prm.score_messages(t).process_score for t in transcripts]

@@ -11,8 +11,16 @@ One parquet row per task, in veRL's RLHF layout:
 * ``extra_info``: ``index``, ``split``, ``task_id``, ``family`` and ``env_config`` (the
   environment config as JSON, so every Ray worker rebuilds the same world and task).
 
-Files: ``train.parquet`` (covered_seen + uncovered_seen, the seed's 16 + 24),
-``test.parquet`` (unseen, 10), one ``<split>.parquet`` per split, and ``manifest.json``.
+Files, one per set and never mixed (DESIGN §7.1):
+
+* ``train.parquet``: covered_seen + uncovered_seen (the seed's 16 + 24);
+* ``val.parquet``: the validation split (``splits.validation``: training families, never
+  trained on; 8 generated tasks by default, on τ-bench held out of uncovered_seen). veRL's
+  ``data.val_files``: what ``trainer.test_freq`` evaluates and the checkpoint is chosen by;
+* ``test.parquet``: unseen (10), evaluated once per chosen checkpoint by ``agentgrpo eval``
+  after training — never ``val_files`` (the launch check refuses it);
+* one ``<split>.parquet`` per split, and ``manifest.json``.
+
 The environment is configured like every other job (``agentgrpo.envs.airline.factory.
 EnvConfig``) with ``key=value`` overrides, e.g. ``source=tau_bench data_dir=... user.kind=llm``.
 """
@@ -31,6 +39,7 @@ from agentgrpo.config import AgentGRPOError, load_config
 from agentgrpo.envs.airline.factory import (
     SPLIT_NAMES,
     TRAIN_SPLITS,
+    VALIDATION_SPLIT,
     EnvBundle,
     EnvConfig,
     build_env,
@@ -39,10 +48,12 @@ from agentgrpo.integrations.verl.episode import ENV_CONFIG_KEY, TASK_ID_KEY, env
 
 DATA_SOURCE = "agentgrpo/airline"
 AGENT_NAME = "agentgrpo_airline"
+TEST_SPLITS = ("unseen",)
 FILES: dict[str, tuple[str, ...]] = {
     "train": TRAIN_SPLITS,
-    "test": ("unseen",),
-    **{name: (name,) for name in SPLIT_NAMES},
+    "val": (VALIDATION_SPLIT,),
+    "test": TEST_SPLITS,
+    **{name: (name,) for name in (*SPLIT_NAMES, VALIDATION_SPLIT)},
 }
 
 
@@ -121,7 +132,9 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "verl-prepare",
         help="write the airline task parquet files for veRL",
-        description="Write train/test parquet files of airline tasks in veRL's RLHF layout.",
+        description="Write train/val/test parquet files of airline tasks in veRL's RLHF layout "
+        "(val: held-out tasks of the training families, for test_freq; test: the unseen split, "
+        "for `agentgrpo eval` after training).",
     )
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument(
@@ -129,7 +142,7 @@ def register(subparsers: Any) -> None:
         nargs="*",
         metavar="KEY=VALUE",
         help="environment config overrides, e.g. seed=1 source=tau_bench "
-        "data_dir=/path user.kind=llm splits.unseen=10",
+        "data_dir=/path user.kind=llm splits.validation=4",
     )
     parser.set_defaults(func=_run)
 

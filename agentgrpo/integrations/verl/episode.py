@@ -88,7 +88,7 @@ def resolve_task(extra_info: Mapping[str, Any]) -> tuple[EnvBundle, EnvConfig, T
     config_json = raw if isinstance(raw, str) else json.dumps(dict(raw), sort_keys=True)
     bundle = _bundle(config_json)
     config = from_dict(EnvConfig, json.loads(config_json))
-    return bundle, config, bundle.domain.task_by_id(str(extra_info[TASK_ID_KEY]))
+    return bundle, config, bundle.task_by_id(str(extra_info[TASK_ID_KEY]))
 
 
 class AirlineEpisode:

@@ -4,13 +4,15 @@
 family in a balanced, seeded order, verifies each task by executing its gold actions
 on a fresh database (every call must succeed), and returns an ``AirlineDomain``.
 ``split_tasks`` cuts a task list into the seed's three splits, stratified by family.
+``continue_tasks`` draws more tasks of chosen families from the same world (the validation
+split: see ``agentgrpo.envs.airline.factory``).
 The families themselves live in ``families_cancel``, ``families_modify`` and
 ``families_book`` and register into ``task_common.FAMILIES``.
 """
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from agentgrpo.envs.airline.core.domain import AirlineDomain
@@ -126,3 +128,31 @@ def split_tasks(tasks: Sequence[Task], covered_seen: int = 16, uncovered_seen: i
             task.split = split
         result[split] = chosen
     return result
+
+
+def continue_tasks(domain: AirlineDomain, seed: int, start: int, size: int,
+                   families: Collection[str]) -> list[Task]:
+    """``size`` more tasks of ``families``, generated after the ``start`` tasks of ``domain``.
+
+    ``domain`` is ``generate_domain(seed, start)``'s. The generation carries on where it
+    stopped — the same family schedule, the same record of entities each family used —
+    so the first ``start`` tasks stay exactly as they are and the new ones prefer
+    reservations and users no earlier task of their family used. Tasks of other families
+    in the schedule are skipped; each kept task is verified like the domain's own.
+    """
+    wanted = set(families)
+    unknown = wanted - set(FAMILY_NAMES)
+    if unknown or not wanted:
+        raise ValueError(f"unknown task families {sorted(unknown)}; known: {list(FAMILY_NAMES)}")
+    horizon = start + (size + 1) * len(FAMILY_NAMES)  # holds `size` whole rounds: `size` of every family
+    schedule = family_schedule(horizon, FAMILY_NAMES, seed)
+    picked = [index for index in range(start, horizon) if schedule[index] in wanted][:size]
+    if len(picked) < size:
+        raise ValueError(f"only {len(picked)} of {size} scheduled tasks are of families {sorted(wanted)}")
+    if not picked:
+        return []
+    tasks = generate_tasks(domain.data, seed, picked[-1] + 1)
+    chosen = [tasks[index] for index in picked]
+    for task in chosen:
+        verify_gold(domain, task)
+    return chosen

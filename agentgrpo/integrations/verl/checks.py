@@ -1,0 +1,128 @@
+"""What a veRL launch would really train, and the settings that would silently change it.
+
+veRL resolves the policy loss and the advantage estimator by name, but some of its
+settings swap them behind the name the config shows. In veRL 0.9.1 (read from its
+source):
+
+* the **legacy trainer** (``trainer.use_v1=false``; the only trainer before 0.9) in
+  **bypass mode** (``algorithm.rollout_correction.bypass_mode=true``) overwrites
+  ``actor.policy_loss.loss_mode`` with ``bypass_mode`` (veRL's own PPO-clip) in
+  ``rollout_corr_helper.apply_bypass_mode``: ``agentgrpo_llds`` and its LLDS term are
+  gone. The V1 trainer (0.9's default) only takes the old log-probs from the rollout and
+  keeps the loss;
+* **distillation** without task rewards (``distillation.enabled=true``,
+  ``distillation.distillation_loss.use_task_rewards=false``) replaces the policy loss by
+  the distillation loss;
+* one update per rollout without bypass mode (``ppo_epochs=1``, ``ppo_mini_batch_size =
+  data.train_batch_size``) makes the old log-probs equal the current ones, so LLDS is
+  exactly 0 whatever λ says (the native trainer refuses the same setup);
+* ``actor.loss_agg_mode`` other than ``token-mean`` changes what β means (``agentgrpo_llds``
+  refuses it at the first step; we refuse it before Ray starts).
+
+``launch_problems(config)`` lists each of these as a message naming the setting and the
+fix; the dry run (``dry_run``) and every launch script refuse a config with any. Also
+here: ``effective_loss_mode`` / ``trainer_name`` (what the dry run prints). The rules read
+a composed config (DictConfig or dict) and call nothing of veRL's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentgrpo.integrations.verl.estimators import VERL_PREFIX
+from agentgrpo.integrations.verl.losses import DEFAULT_LLDS_COEF, HOST_LOSS_AGG
+from agentgrpo.integrations.verl.settings import setting
+
+OUR_LOSS = "agentgrpo_llds"
+BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
+USE_V1_KEY = "trainer.use_v1"
+
+
+def select(config: Any, key: str, default: Any = None) -> Any:
+    """``config[a][b]...`` for the dotted ``key``; ``default`` when a level is missing or None."""
+    node = config
+    for part in key.split("."):
+        if node is None:
+            return default
+        try:
+            node = node.get(part, None) if hasattr(node, "get") else getattr(node, part, None)
+        except (AttributeError, KeyError, TypeError):
+            return default
+    return default if node is None else node
+
+
+def uses_v1(config: Any) -> bool:
+    """The V1 trainer (veRL ≥ 0.9 with ``trainer.use_v1``) rather than the legacy one."""
+    return bool(select(config, USE_V1_KEY, False))
+
+
+def trainer_name(config: Any) -> str:
+    """``v1 (<trainer_mode>)`` or ``legacy``, as ``verl.trainer.main_ppo`` will choose."""
+    if uses_v1(config):
+        return f"v1 ({select(config, 'trainer.v1.trainer_mode', 'sync')})"
+    return "legacy"
+
+
+def bypass_mode(config: Any) -> bool:
+    return bool(select(config, BYPASS_KEY, False))
+
+
+def configured_loss_mode(config: Any) -> str:
+    return str(select(config, "actor_rollout_ref.actor.policy_loss.loss_mode", "vanilla"))
+
+
+def effective_loss_mode(config: Any) -> tuple[str, str | None]:
+    """``(loss veRL will call, the setting that replaced the configured one or None)``."""
+    configured = configured_loss_mode(config)
+    if bypass_mode(config) and not uses_v1(config):
+        return "bypass_mode", f"{BYPASS_KEY}=true with the legacy trainer ({USE_V1_KEY}=false or absent)"
+    distill = select(config, "distillation")
+    if select(distill, "enabled", False) and not select(distill, "distillation_loss.use_task_rewards", True):
+        return "distillation", "distillation.enabled=true with distillation.distillation_loss.use_task_rewards=false"
+    return configured, None
+
+
+def updates_per_rollout(config: Any) -> int:
+    """Optimizer steps per rollout batch: PPO epochs × mini-batches (veRL counts both in prompts)."""
+    epochs = int(select(config, "actor_rollout_ref.actor.ppo_epochs", 1))
+    batch = int(select(config, "data.train_batch_size", 1))
+    mini = int(select(config, "actor_rollout_ref.actor.ppo_mini_batch_size", batch))
+    return epochs * max(1, batch // max(1, mini))
+
+
+def llds_coef() -> float:
+    """λ as the ``agentgrpo_llds`` loss will read it (the actor config has no such key)."""
+    return setting(None, "llds_coef", DEFAULT_LLDS_COEF, float)
+
+
+def launch_problems(config: Any) -> list[str]:
+    """Every setting that would replace or silently disable agentgrpo's loss or estimator."""
+    problems = []
+    configured = configured_loss_mode(config)
+    effective, replaced_by = effective_loss_mode(config)
+    if configured == OUR_LOSS and replaced_by is not None:
+        fix = (f"set {BYPASS_KEY}=false (old log-probs recomputed) or {USE_V1_KEY}=true (veRL >= 0.9)"
+               if effective == "bypass_mode" else "set distillation.enabled=false")
+        problems.append(f"{replaced_by} replaces actor_rollout_ref.actor.policy_loss.loss_mode={OUR_LOSS} "
+                        f"by veRL's {effective!r} (no LLDS, not agentgrpo's objective): {fix}")
+    if configured == OUR_LOSS:
+        agg = select(config, "actor_rollout_ref.actor.loss_agg_mode", HOST_LOSS_AGG)
+        if agg != HOST_LOSS_AGG:
+            problems.append(f"actor_rollout_ref.actor.loss_agg_mode={agg}: with loss_mode={OUR_LOSS} it must be "
+                            f"{HOST_LOSS_AGG} (veRL reduces β·KL with it); set the policy-gradient aggregation "
+                            "with AGENTGRPO_LOSS_AGG")
+        if llds_coef() > 0 and updates_per_rollout(config) == 1 and not bypass_mode(config):
+            problems.append(f"AGENTGRPO_LLDS_COEF={llds_coef()} never acts: one update per rollout "
+                            "(actor_rollout_ref.actor.ppo_epochs=1, ppo_mini_batch_size = data.train_batch_size) "
+                            "and no bypass mode leave old log-probs equal to the current ones; set "
+                            "actor_rollout_ref.actor.ppo_mini_batch_size to a proper divisor of "
+                            "data.train_batch_size (or AGENTGRPO_LLDS_COEF=0)")
+    if bypass_mode(config) and not select(config, "actor_rollout_ref.rollout.calculate_log_probs", False):
+        problems.append(f"{BYPASS_KEY}=true takes the old log-probs from the rollout: set "
+                        "actor_rollout_ref.rollout.calculate_log_probs=true")
+    return problems
+
+
+def is_ours(name: str) -> bool:
+    """A loss or estimator name this plugin registers."""
+    return name == OUR_LOSS or name.startswith(VERL_PREFIX)
