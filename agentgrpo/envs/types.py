@@ -22,7 +22,10 @@ ERROR_PREFIX = "Error: "
 """Prefix of every observation that reports a failed tool call (τ-bench's convention)."""
 
 StepKind = Literal["tool", "respond", "invalid"]
-Termination = Literal["user_stop", "transfer", "max_turns", "token_budget", "running"]
+Termination = Literal["user_stop", "transfer", "max_turns", "token_budget", "aborted", "running"]
+"""How an episode ended; ``aborted``: a request to a server (the LLM user) failed for good,
+so the episode has no grade and a NaN reward (evaluation and training leave it out)."""
+ABORTED = "aborted"
 
 
 def is_error_observation(observation: str) -> bool:

@@ -172,7 +172,7 @@ class ChatClient(Protocol):
 
     base_url: str
 
-    def complete(self, messages: Sequence[dict[str, Any]], *, temperature: float = 0.0,
+    def complete(self, messages: Sequence[dict[str, Any]], *, temperature: float | None = 0.0,
                  seed: int | None = None) -> dict[str, Any]: ...
 
 
@@ -183,12 +183,16 @@ class LLMUser:
         task: Any task; its ``instruction`` drives the model.
         client: The chat client (e.g. ``OpenAIChatPolicy(base_url, model)``); one client
             may serve every episode, as it keeps no conversation state.
-        temperature: Sampling temperature.
+        temperature: Sampling temperature; ``None`` sends none, so the server's default
+            applies (what τ-bench's user does).
         seed: Sent as the request's ``seed`` (servers that support it sample
             reproducibly); ``None`` sends none.
+
+    A client error (``agentgrpo.config.EndpointError``) propagates: the environment ends
+    the episode as ``aborted`` if it was built to (``make_env(..., abort_on_endpoint_error=True)``).
     """
 
-    def __init__(self, task: Task, client: ChatClient, temperature: float = 0.0,
+    def __init__(self, task: Task, client: ChatClient, temperature: float | None = 0.0,
                  seed: int | None = None) -> None:
         self.task = task
         self.client = client
@@ -213,6 +217,19 @@ class LLMUser:
 
     def _next(self) -> str:
         reply = self.client.complete(self.messages, temperature=self.temperature, seed=self.seed)
-        text = (reply.get("content") or "").strip()
+        text = content_text(reply.get("content")).strip()
         self.messages.append({"role": "assistant", "content": text})
         return USER_STOP if USER_STOP in text else text
+
+
+def content_text(content: Any) -> str:
+    """The text of a chat message's ``content``: a string, ``None``, or a list of parts
+    (``[{"type": "text", "text": ...}, ...]``; parts that are not text are skipped)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content
+                       if isinstance(part, dict) and part.get("type", "text") == "text")
+    return str(content)

@@ -1,38 +1,72 @@
-"""``agentgrpo eval``: pass^k of a checkpoint, the oracle, or a served model."""
+"""``agentgrpo eval``: pass^k of a checkpoint, a Hub model, the oracle, or a served model.
+
+With ``env.source=tau_bench`` the τ-bench layer (``configs/eval_tau_bench.yaml``: 30
+turns, an LLM user sampled as τ-bench samples it) goes over ``configs/eval.yaml`` before
+the ``--config`` file and the overrides.
+"""
 from __future__ import annotations
 
 import argparse
 
 from agentgrpo.config import load_config, to_yaml
 
+TAU_BENCH_LAYER = "eval_tau_bench.yaml"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "eval", help="pass^k / pass@k / split pass^1 / generalization of a policy on a task set"
     )
-    parser.add_argument("--policy", help="checkpoint directory, 'oracle', or 'openai' (endpoint.* settings)")
+    parser.add_argument("--policy", help="checkpoint directory, Hub id, 'oracle', or 'openai' (endpoint.* settings)")
     parser.add_argument("--trials", type=int, help="trials per task (n of pass^k)")
     parser.add_argument("--out", help="output directory (eval.json, eval.md, transcripts.jsonl)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the finished episodes of --out's transcripts.jsonl and play only the others")
     parser.add_argument("--config", help="a YAML file merged over configs/eval.yaml")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     parser.set_defaults(func=run)
 
 
+def load_eval_config(overrides: list[str], config_file: str | None = None):
+    """The evaluation config: eval.yaml, the τ-bench layer when env.source=tau_bench, the file, the overrides."""
+    from agentgrpo.eval.evaluator import EvalConfig
+
+    layers = ["eval.yaml", TAU_BENCH_LAYER] if _source(overrides, config_file) == "tau_bench" else ["eval.yaml"]
+    return load_config(EvalConfig, overrides, defaults=layers, config_file=config_file)
+
+
+def _source(overrides: list[str], config_file: str | None) -> str | None:
+    """``env.source`` as the overrides (last one wins) or else the config file set it."""
+    for item in reversed(overrides):
+        key, _, value = item.partition("=")
+        if key.strip().lstrip("+") == "env.source":
+            return value.strip()
+    if config_file:
+        from omegaconf import OmegaConf
+
+        try:
+            return OmegaConf.select(OmegaConf.load(config_file), "env.source")
+        except Exception:  # unreadable: load_config reports it with its own message
+            return None
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
-    from agentgrpo.eval.evaluator import EvalConfig, evaluate
+    from agentgrpo.eval.evaluator import evaluate
     from agentgrpo.preflight import preflight_eval
 
     overrides = list(args.overrides)
     for flag, key in ((args.policy, "policy"), (args.trials, "trials"), (args.out, "out_dir")):
         if flag is not None:
             overrides.append(f"{key}={flag}")
-    config = load_config(EvalConfig, overrides, defaults="eval.yaml", config_file=args.config)
+    config = load_eval_config(overrides, args.config)
     if args.print_config:
         print(to_yaml(config))
         return 0
     preflight_eval(config)
-    report = evaluate(config)
+    report = evaluate(config, resume=args.resume)
     print(report.to_markdown())
-    print(f"written to {config.out_dir}/ (eval.json, eval.md, transcripts.jsonl)")
+    resumed = f" ({report.resumed} finished episodes kept from the earlier run)" if args.resume else ""
+    print(f"written to {config.out_dir}/ (eval.json, eval.md, transcripts.jsonl){resumed}")
     return 0

@@ -11,7 +11,11 @@ Two savings over ``model(input_ids).logits``, both exact:
   gradient equal the plain batched forward (tests check both).
 
 ``PolicyForward`` may also ``torch.compile`` the decoder (2–3× faster on CPU for the tiny
-presets, after a one-off compile of about a minute).
+presets, after a one-off compile of about a minute). Inputs may live on the CPU: they are
+moved to the model's device, and on CUDA the pass runs under bfloat16 autocast
+(``autocast=True``). A PEFT (LoRA) model is unwrapped to its adapted base, whose layers
+carry the adapters. With gradient checkpointing on, the prefix is not shared (the
+checkpointed decoder keeps no cache in training mode).
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from agentgrpo.algos import entropy_from_logits, logprobs_from_logits
+from agentgrpo.policy.device import autocast, model_device
 
 # Architectures whose causal-LM head is exactly ``lm_head(hidden)`` (no logit scaling or
 # soft-capping), so projecting only the needed positions is exact.
@@ -53,15 +58,21 @@ class PolicyForward:
     """
 
     def __init__(self, model: torch.nn.Module, compile: bool = False, share_prefix: bool = True,
-                 min_shared: int = 64):
+                 min_shared: int = 64, autocast: bool = True):
         self.model = model
-        self.decoder = getattr(model, model.base_model_prefix)
-        self.head = model.get_output_embeddings()
-        self.sparse_head = getattr(model.config, "model_type", "") in _PLAIN_HEAD_MODEL_TYPES
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT: adapters live inside
+        self.decoder = getattr(base, base.base_model_prefix)
+        self.head = base.get_output_embeddings()
+        self.sparse_head = getattr(base.config, "model_type", "") in _PLAIN_HEAD_MODEL_TYPES
         self.compiled = compile
         self._decoder_fn = torch.compile(self.decoder, dynamic=True) if compile else self.decoder
         self.share_prefix = share_prefix and not compile
         self.min_shared = min_shared
+        self.autocast = autocast
+
+    @property
+    def device(self) -> torch.device:
+        return model_device(self.model)
 
     def token_logprobs(
         self,
@@ -78,8 +89,17 @@ class PolicyForward:
         input_ids, attention_mask, score_mask: (B, T), right-padded. ``temperature``
         divides the logits first, matching a sampler with that temperature (as veRL does).
         The entropy is computed without autograd (it is only logged) unless
-        ``entropy_grad`` asks for it (an entropy bonus in the loss).
+        ``entropy_grad`` asks for it (an entropy bonus in the loss). The outputs are float32
+        on the model's device.
         """
+        device = self.device
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        score_mask = score_mask.to(device) if score_mask is not None else None
+        with autocast(device, self.autocast):
+            return self._scores(input_ids, attention_mask, score_mask, temperature, with_entropy, entropy_grad)
+
+    def _scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, score_mask: torch.Tensor | None,
+                temperature: float, with_entropy: bool, entropy_grad: bool) -> TokenScores:
         wanted = attention_mask.bool() if score_mask is None else score_mask.bool() & attention_mask.bool()
         wanted = wanted.clone()
         wanted[:, 0] = False  # the first token has no prediction
@@ -91,6 +111,7 @@ class PolicyForward:
             logits = self.head(hidden[predictors])  # (N, V)
         else:  # unknown head (scaling, soft-capping...): the model's own full logits
             logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits[predictors]
+        logits = logits.float()  # log-softmax in float32 under bf16 autocast too
         if temperature != 1.0:
             logits = logits / temperature
         targets = input_ids[wanted]
@@ -106,10 +127,13 @@ class PolicyForward:
 
     def _hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         batch, length = input_ids.shape
-        prefix = shared_prefix_length(input_ids, attention_mask) if self.share_prefix and batch > 1 else 0
+        checkpointed = getattr(self.decoder, "gradient_checkpointing", False) and self.decoder.training
+        share = self.share_prefix and batch > 1 and not checkpointed
+        prefix = shared_prefix_length(input_ids, attention_mask) if share else 0
         prefix = min(prefix, length - 1)
         if prefix < self.min_shared:
-            return self._decoder_fn(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            return self._decoder_fn(input_ids=input_ids, attention_mask=attention_mask,
+                                    use_cache=False).last_hidden_state
         head = self.decoder(input_ids=input_ids[:1, :prefix], use_cache=True)
         broadcast = DynamicCache(
             ddp_cache_data=[

@@ -4,8 +4,10 @@
   initialised ``LlamaForCausalLM`` of the preset's shape wired to that tokenizer's ids,
   and saves both in standard HF format (safetensors), so ``AutoTokenizer`` /
   ``AutoModelForCausalLM.from_pretrained(out_dir)`` load them anywhere.
-* ``load_policy(source)`` loads a checkpoint directory, a ``.gguf`` file, or the preset
-  name ``smollm2-135m``.
+* ``load_policy(source, dtype, device)`` loads a checkpoint directory (full weights or a
+  LoRA adapter, merged), a Hub id through the local HF cache, a ``.gguf`` file, or the
+  preset name ``smollm2-135m``; ``load_for_training(policy_config)`` adds the training
+  setup (device, LoRA adapters, gradient checkpointing).
 * ``save_policy`` writes a checkpoint atomically: into a temporary sibling directory
   that is renamed into place, so a crash never leaves a half-written checkpoint.
 * ``HFPolicy`` bundles model, tokenizer and ``ChatFormat`` for one episode at a time
@@ -18,7 +20,7 @@ import shutil
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from transformers import (
@@ -30,9 +32,13 @@ from transformers import (
 )
 
 from agentgrpo.agent.chat import ChatFormat, Message
-from agentgrpo.config import DataError, MissingFileError
+from agentgrpo.config import AgentGRPOError, ConfigError, DataError, MissingFileError
+from agentgrpo.policy.device import enable_gradient_checkpointing, place, resolve_device
 from agentgrpo.policy.gguf import find_smollm2_gguf, load_gguf
+from agentgrpo.policy.hub import resolve_source
+from agentgrpo.policy.lora import adapter_base, attach_lora, is_adapter_dir, is_peft_model, load_adapter
 from agentgrpo.policy.presets import PRESETS, get_preset
+from agentgrpo.policy.settings import PolicyConfig
 from agentgrpo.policy.tokenizer import END_OF_TEXT, IM_END, train_tokenizer
 
 
@@ -71,36 +77,97 @@ def build_policy(
     return model, tokenizer
 
 
-def load_policy(source: str | Path, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` from a checkpoint directory, a ``.gguf`` file or "smollm2-135m"."""
-    name = str(source)
+def load_policy(source: str | Path, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
+                *, adapter: Literal["merge", "train"] = "merge") -> tuple[Any, Any]:
+    """``(model, tokenizer)`` from a checkpoint directory (full weights or a LoRA adapter), a Hub
+    id (through the local HF cache, see ``agentgrpo.policy.hub``), a ``.gguf`` file or "smollm2-135m".
+
+    device: where to put the model (None: where it loaded, the CPU). A LoRA adapter is
+    loaded on its base and merged into it (``adapter="merge"``, for inference) or kept as
+    trainable adapters (``"train"``, to continue training it).
+    """
+    model, tokenizer = _load(str(source), dtype, adapter)
+    if device is not None:
+        model = place(model, torch.device(device))
+    model.eval()
+    return model, tokenizer
+
+
+def _load(name: str, dtype: torch.dtype, adapter: str) -> tuple[Any, Any]:
     if name in PRESETS:
         spec = PRESETS[name]
         if spec.kind == "gguf":
             return load_gguf(find_smollm2_gguf(), dtype=dtype)
-        raise ValueError(
+        raise ConfigError(
             f"preset {name!r} is built, not downloaded: create it with "
             f"build_policy({name!r}, corpus, out_dir) and load that directory"
         )
-    path = Path(source)
+    path = Path(resolve_source(name))
     if path.suffix == ".gguf":
         return load_gguf(path, dtype=dtype)
     if not path.is_dir():
         raise MissingFileError(
-            f"no checkpoint directory or .gguf file at {path} (nor a preset of {sorted(PRESETS)})"
+            f"no checkpoint directory or .gguf file at {path} (nor a preset of {sorted(PRESETS)} or a Hub id)"
         )
+    if is_adapter_dir(path):
+        base, base_tokenizer = _load(adapter_base(path), dtype, "merge")
+        has_tokenizer = any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
+        tokenizer = (_guarded(path, lambda: AutoTokenizer.from_pretrained(str(path))) if has_tokenizer
+                     else base_tokenizer)
+        return _guarded(path, lambda: load_adapter(base, path, trainable=adapter == "train")), tokenizer
     if not (path / "config.json").is_file():
         raise MissingFileError(f"{path} is not a HF checkpoint directory: it has no config.json")
+    tokenizer = _guarded(path, lambda: AutoTokenizer.from_pretrained(str(path)))
+    return _guarded(path, lambda: AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)), tokenizer
+
+
+def load_tokenizer(source: str | Path) -> Any:
+    """The tokenizer of a policy source, without loading its weights (GGUF files and presets load both)."""
+    name = str(source)
+    path = Path(resolve_source(name)) if name not in PRESETS else None
+    if path is None or path.suffix == ".gguf" or not path.is_dir():
+        return load_policy(name)[1]
+    if is_adapter_dir(path) and not (path / "tokenizer_config.json").is_file():
+        return load_tokenizer(adapter_base(path))
+    return _guarded(path, lambda: AutoTokenizer.from_pretrained(str(path)))
+
+
+def _guarded(path: Path, load: Any) -> Any:
+    """``load()``; a truncated or corrupt file becomes a DataError naming the checkpoint (cause kept for --debug)."""
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
-    except Exception as e:  # a truncated or corrupt file: name the checkpoint, keep the cause for --debug
+        return load()
+    except AgentGRPOError:
+        raise
+    except Exception as e:
         files = ", ".join(sorted(p.name for p in path.glob("*.safetensors"))) or "no *.safetensors"
         reason = " ".join(str(e).split())[:300] or type(e).__name__
         raise DataError(f"cannot load the checkpoint {path} ({files}): {type(e).__name__}: {reason}; "
                         "re-save or re-copy it") from e
-    model.eval()
-    return model, tokenizer
+
+
+def load_for_training(config: PolicyConfig, source: str | Path | None = None) -> tuple[Any, Any]:
+    """The model a trainer updates, from ``source`` (default ``config.init``), set up as ``config`` says.
+
+    On ``config.device`` in ``config.dtype``; with ``config.lora.rank > 0``, LoRA adapters:
+    a LoRA checkpoint continues with its own adapter, full weights get fresh ones; with
+    ``gradient_checkpointing``, activations recomputed in the backward pass.
+    """
+    source = str(source if source is not None else config.init)
+    lora = config.lora.enabled
+    model, tokenizer = load_policy(source, getattr(torch, config.dtype), adapter="train" if lora else "merge")
+    return prepare_for_training(model, config, source), tokenizer
+
+
+def prepare_for_training(model: Any, config: PolicyConfig, base: str | Path) -> Any:
+    """LoRA adapters (if asked and not there yet), gradient checkpointing, device placement.
+
+    ``base``: where ``model``'s weights come from (recorded in a fresh adapter's config).
+    """
+    if config.lora.enabled and not is_peft_model(model):
+        model = attach_lora(model, config.lora, base)
+    if config.gradient_checkpointing:
+        enable_gradient_checkpointing(model)
+    return place(model, resolve_device(config.device))
 
 
 AGENT_CONFIG_FILE = "agentgrpo.json"
@@ -118,7 +185,7 @@ def write_model_files(model: Any, tokenizer: Any, directory: str | Path,
 
 def read_agent_config(source: str | Path) -> dict[str, Any]:
     """The agent config saved with a checkpoint; pretrained models get the full prompt."""
-    path = Path(source) / AGENT_CONFIG_FILE
+    path = Path(resolve_source(source)) / AGENT_CONFIG_FILE
     config: dict[str, Any] = {"prompt_style": "full"}
     if path.is_file():
         config.update(json.loads(path.read_text()))
@@ -165,8 +232,8 @@ class HFPolicy:
 
     @classmethod
     def load(cls, source: str | Path, tools: Sequence[dict[str, Any]], policy: str,
-             dtype: torch.dtype = torch.float32) -> HFPolicy:
-        model, tokenizer = load_policy(source, dtype=dtype)
+             dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> HFPolicy:
+        model, tokenizer = load_policy(source, dtype=dtype, device=device)
         return cls(model, tokenizer, tools, policy)
 
     @property

@@ -1,42 +1,54 @@
-"""A policy served behind an OpenAI-compatible chat-completions API (evaluation only).
+"""A chat-completions client for OpenAI-compatible servers (evaluated endpoints, LLM users).
 
-``OpenAIChatPolicy.complete(messages, tools)`` posts the transcript with native
-``tools`` to ``<base_url>/v1/chat/completions`` over plain HTTP (``urllib``, no extra
-dependency) and returns the assistant message (``content`` and/or ``tool_calls``).
-Convert it with ``agentgrpo.agent.format.parse_openai_message`` (the action) and
+``OpenAIChatPolicy.complete(messages, tools)`` posts the transcript with native ``tools``
+to ``<base_url>/chat/completions`` (httpx, through ``agentgrpo.policy.http``) and returns
+the assistant message (``content`` as a string, and ``tool_calls`` if any). Convert it
+with ``agentgrpo.agent.format.parse_openai_message`` (the action) and
 ``openai_assistant_message`` (the message to store: at most one call, as τ-bench keeps).
 
 For a native-tools API the system message should be the policy text alone (the API
 describes the tools to the model); ``ChatFormat.system_prompt`` is for our own template.
 
-Connection errors, timeouts, HTTP 429 (and 408/409, which OpenAI also marks as
-transient) and 5xx are retried with exponential backoff (``backoff * 2**attempt``
-seconds, capped, or the server's ``Retry-After``); any other 4xx fails at once with the
-server's message. The API key is read from the environment
-variable ``api_key_env`` at each call; without it no ``Authorization`` header is sent
-(local servers such as vLLM need none).
+Each attempt has a total deadline (``timeout``: connect, send, wait and read together).
+Failures that may pass are retried with exponential backoff (``backoff * 2**attempt``
+seconds, capped, or the server's ``Retry-After``): network errors, deadlines, HTTP 408,
+409, 429 and 5xx, and answers that are cut off, not UTF-8, not JSON or not shaped like a
+chat completion. Any other 4xx and an answer over ``max_response_bytes`` fail at once.
+Every failure is one exception type, :class:`OpenAIClientError` (an ``EndpointError``:
+the command line prints it as one line); the evaluator marks the episode ``aborted``.
+The API key is read from the environment variable ``api_key_env`` at each call; without
+it no ``Authorization`` header is sent (local servers such as vLLM need none).
 """
 from __future__ import annotations
 
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from agentgrpo.config import EndpointError
+from agentgrpo.endpoint import RequestConfig
+from agentgrpo.policy.http import TRANSPORT_ERRORS, Reply, TooLarge, exchange, make_client
+
 Message = dict[str, Any]
 _RETRY_STATUS = frozenset({408, 409, 429})
-_MAX_ERROR_BODY = 500
+_MAX_ERROR_BODY = 300
 
 
-class OpenAIClientError(RuntimeError):
-    """The API call failed for good (a 4xx, or retries exhausted); ``status`` if HTTP."""
+class OpenAIClientError(EndpointError, RuntimeError):
+    """A request failed for good (a 4xx, an oversized answer, or retries exhausted).
 
-    def __init__(self, message: str, status: int | None = None):
+    status: the HTTP status if the server answered; retryable: whether another attempt
+    might succeed (the client retries those itself before raising).
+    """
+
+    def __init__(self, message: str, status: int | None = None, retryable: bool = False,
+                 retry_after: float | None = None):
         super().__init__(message)
         self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
 
 
 class OpenAIChatPolicy:
@@ -48,106 +60,171 @@ class OpenAIChatPolicy:
         api_key_env: environment variable holding the API key.
         max_retries: retries after the first attempt for retryable failures.
         backoff: first retry delay in seconds (doubles each retry, up to ``max_backoff``).
-        timeout: seconds to wait for one HTTP response.
+        timeout: total deadline of one attempt in seconds.
+        max_response_bytes: larger answers are refused.
+        max_tokens: sent with every request unless a call gives its own (None: not sent).
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key_env: str = "OPENAI_API_KEY",
-        max_retries: int = 5,
-        backoff: float = 1.0,
-        max_backoff: float = 30.0,
-        timeout: float = 120.0,
-    ):
-        if max_retries < 0 or backoff < 0:
-            raise ValueError("max_retries and backoff must be >= 0")
+    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", max_retries: int = 5,
+                 backoff: float = 1.0, max_backoff: float = 30.0, timeout: float = 120.0,
+                 max_response_bytes: int = 8 * 1024 * 1024, max_tokens: int | None = None):
+        if max_retries < 0 or backoff < 0 or timeout <= 0:
+            raise ValueError("max_retries and backoff must be >= 0, timeout > 0")
         root = base_url.rstrip("/")
-        api_root = root if root.endswith("/v1") else f"{root}/v1"
-        self.base_url = api_root
-        self.url = f"{api_root}/chat/completions"
+        self.base_url = root if root.endswith("/v1") else f"{root}/v1"
+        self.url = f"{self.base_url}/chat/completions"
         self.model = model
         self.api_key_env = api_key_env
         self.max_retries = max_retries
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
+        self.max_tokens = max_tokens
+        self._http = make_client(self.base_url)
+
+    @classmethod
+    def from_config(cls, base_url: str, model: str, api_key_env: str, request: RequestConfig,
+                    max_tokens: int | None = None) -> OpenAIChatPolicy:
+        return cls(base_url, model, api_key_env=api_key_env, max_retries=request.max_retries,
+                   backoff=request.backoff, max_backoff=request.max_backoff, timeout=request.timeout,
+                   max_response_bytes=request.max_response_bytes, max_tokens=max_tokens)
 
     def complete(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None,
-                 temperature: float = 0.0, max_tokens: int | None = None, seed: int | None = None,
+                 temperature: float | None = 0.0, max_tokens: int | None = None, seed: int | None = None,
                  **extra: Any) -> Message:
-        """One assistant turn for ``messages`` (OpenAI format); returns the assistant message."""
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": api_messages(messages),
-            "temperature": temperature,
-        }
+        """One assistant turn for ``messages`` (OpenAI format); returns the assistant message.
+
+        ``temperature=None`` sends none (the server's default, as τ-bench's user does).
+        """
+        body: dict[str, Any] = {"model": self.model, "messages": api_messages(messages)}
+        if temperature is not None:
+            body["temperature"] = temperature
         if tools:
             body["tools"] = list(tools)
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
+        limit = max_tokens if max_tokens is not None else self.max_tokens
+        if limit is not None:
+            body["max_tokens"] = limit
         if seed is not None:
             body["seed"] = seed
         body.update(extra)
-        response = self._post_with_retries(body)
-        try:
-            message = response["choices"][0]["message"]
-        except (KeyError, IndexError, TypeError):
-            excerpt = str(response)[:_MAX_ERROR_BODY]
-            raise OpenAIClientError(f"unexpected response from {self.url}: {excerpt}") from None
-        out: Message = {"role": "assistant", "content": message.get("content")}
-        if message.get("tool_calls"):
-            out["tool_calls"] = message["tool_calls"]
-        return out
+        return self._with_retries(lambda: assistant_message(self._post(body), self.url))
 
-    def _headers(self) -> dict[str, str]:
+    def list_models(self) -> list[str]:
+        """The model ids the server lists at ``/models`` (one attempt)."""
+        reply = self._send("GET", f"{self.base_url}/models", None)
+        data = _json_of(reply, f"{self.base_url}/models").get("data")
+        if not isinstance(data, list):
+            raise OpenAIClientError(f"{self.base_url}/models answered without a list of models")
+        return [str(m.get("id")) for m in data if isinstance(m, dict)]
+
+    def close(self) -> None:
+        self._http.close()
+
+    # ---- one attempt ----------------------------------------------------------------
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        return _json_of(self._send("POST", self.url, body), self.url)
+
+    def _send(self, method: str, url: str, body: Any) -> Reply:
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env)
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        return headers
+        try:
+            reply = exchange(self._http, method, url, deadline_s=self.timeout, max_bytes=self.max_response_bytes,
+                             json_body=body, headers=headers)
+        except TooLarge as e:
+            raise OpenAIClientError(f"{url} answered too much: {e}") from None
+        except TRANSPORT_ERRORS as e:
+            reason = " ".join(str(e).split()) or "no detail"
+            raise OpenAIClientError(f"{type(e).__name__} ({reason})", retryable=True) from None
+        if reply.status >= 400:
+            detail = reply.body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
+            retryable = reply.status >= 500 or reply.status in _RETRY_STATUS
+            raise OpenAIClientError(f"HTTP {reply.status} from {url}: {detail}", status=reply.status,
+                                    retryable=retryable,
+                                    retry_after=_retry_after_seconds(reply.headers.get("retry-after")))
+        return reply
 
-    def _post_with_retries(self, body: dict[str, Any]) -> Any:
-        data = json.dumps(body).encode("utf-8")
-        last_error = ""
-        for attempt in range(self.max_retries + 1):
-            request = urllib.request.Request(
-                self.url, data=data, headers=self._headers(), method="POST"
-            )
-            retry_after: float | None = None
+    def _with_retries(self, attempt: Any) -> Any:
+        last: OpenAIClientError | None = None
+        for number in range(self.max_retries + 1):
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as reply:
-                    return json.loads(reply.read().decode("utf-8"))
-            except urllib.error.HTTPError as exc:
-                detail = exc.read().decode("utf-8", "replace")[:_MAX_ERROR_BODY]
-                if exc.code < 500 and exc.code not in _RETRY_STATUS:
-                    message = f"HTTP {exc.code} from {self.url}: {detail}"
-                    raise OpenAIClientError(message, status=exc.code) from None
-                last_error = f"HTTP {exc.code}: {detail}"
-                retry_after = _retry_after_seconds(exc.headers.get("Retry-After"))
-            except (TimeoutError, urllib.error.URLError, ConnectionError) as exc:
-                last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-            except json.JSONDecodeError as exc:
-                message = f"{self.url} did not answer with JSON ({exc.msg})"
-                raise OpenAIClientError(message) from None
-            if attempt < self.max_retries:
-                delay = min(self.backoff * 2**attempt, self.max_backoff)
-                time.sleep(min(retry_after, self.max_backoff) if retry_after is not None else delay)
-        raise OpenAIClientError(
-            f"{self.url} failed after {self.max_retries + 1} attempts; last error: {last_error}"
-        )
+                return attempt()
+            except OpenAIClientError as e:
+                if not e.retryable:
+                    raise
+                last = e
+            if number < self.max_retries:
+                delay = min(self.backoff * 2**number, self.max_backoff)
+                if last.retry_after is not None:
+                    delay = min(last.retry_after, self.max_backoff)
+                time.sleep(delay)
+        assert last is not None
+        attempts = f"{self.max_retries + 1} attempt" + ("s" if self.max_retries else "")
+        raise OpenAIClientError(f"{self.url} failed after {attempts}; last error: {last}", status=last.status,
+                                retryable=True)
+
+
+def _json_of(reply: Reply, url: str) -> dict[str, Any]:
+    try:
+        data = json.loads(reply.body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise OpenAIClientError(f"{url} answered with bytes that are not UTF-8", retryable=True) from None
+    except (ValueError, RecursionError) as e:
+        raise OpenAIClientError(f"{url} did not answer with JSON ({e}): {_excerpt(reply.body)}",
+                                retryable=True) from None
+    if not isinstance(data, dict):
+        raise OpenAIClientError(f"unexpected response from {url}: {_excerpt(reply.body)}", retryable=True)
+    return data
+
+
+def assistant_message(response: dict[str, Any], url: str = "the server") -> Message:
+    """The assistant message of a chat completion, checked and normalised (content as a string).
+
+    Anything not shaped like ``{"choices": [{"message": {"content": str | None | [parts],
+    "tool_calls": [{"function": {"name": str, "arguments": str | object}}]}}]}`` raises a
+    retryable ``OpenAIClientError``.
+    """
+    def bad(why: str) -> OpenAIClientError:
+        return OpenAIClientError(f"unexpected response from {url} ({why}): {_excerpt(json.dumps(response))}",
+                                 retryable=True)
+
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise bad("no choices")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise bad("choices[0].message is not an object")
+    content = message.get("content")
+    if isinstance(content, list):
+        if not all(isinstance(p, dict) for p in content):
+            raise bad("content parts are not objects")
+        content = "".join(str(p.get("text", "")) for p in content if p.get("type", "text") == "text")
+    elif content is not None and not isinstance(content, str):
+        raise bad("content is neither text, null nor a list of parts")
+    out: Message = {"role": "assistant", "content": content}
+    calls = message.get("tool_calls")
+    if calls:
+        if not isinstance(calls, list) or not all(_is_call(c) for c in calls):
+            raise bad("tool_calls is malformed")
+        out["tool_calls"] = calls
+    return out
+
+
+def _is_call(call: Any) -> bool:
+    function = call.get("function") if isinstance(call, dict) else None
+    return (isinstance(function, dict) and isinstance(function.get("name"), str)
+            and isinstance(function.get("arguments", "{}"), (str, dict)))
 
 
 def llm_user_client(user: Any) -> OpenAIChatPolicy | None:
     """The chat client of an LLM user simulator (``env.user``: ``kind``, ``model``,
-    ``base_url``, ``api_key_env``), or None for a scripted user: 60 s per request, network
-    errors, 429 and 5xx retried 5 times with backoff from 1 s. One client serves every
-    episode of a job."""
+    ``base_url``, ``api_key_env``, ``request``), or None for a scripted user. One client
+    serves every episode of a job (and every thread)."""
     if user.kind != "llm":
         return None
-    return OpenAIChatPolicy(user.base_url, user.model, api_key_env=user.api_key_env, max_retries=5,
-                            backoff=1.0, timeout=60.0)
+    return OpenAIChatPolicy.from_config(user.base_url, user.model, user.api_key_env, user.request)
 
 
 def api_messages(messages: Sequence[Message]) -> list[Message]:
@@ -168,6 +245,11 @@ def api_messages(messages: Sequence[Message]) -> list[Message]:
         elif message.get("role") == "tool":
             open_calls.discard(message.get("tool_call_id"))
     return out
+
+
+def _excerpt(body: bytes | str) -> str:
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    return " ".join(text[:_MAX_ERROR_BODY].split())
 
 
 def _retry_after_seconds(value: str | None) -> float | None:

@@ -1,12 +1,15 @@
-"""Collate trajectories into the tensors the GRPO update consumes (dropping non-finite rewards first)."""
+"""Collate trajectories into the tensors the GRPO update consumes, after leaving out the unusable ones."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, fields, replace
 
 import torch
 
 from agentgrpo.agent.types import Trajectory
+from agentgrpo.config import EndpointError
+from agentgrpo.envs.types import ABORTED
 
 _TOKEN_FIELDS = {"input_ids", "attention_mask", "response_mask", "rollout_logprobs", "advantages", "old_logprobs",
                  "ref_logprobs"}
@@ -37,6 +40,11 @@ class RolloutBatch:
     @property
     def size(self) -> int:
         return self.input_ids.shape[0]
+
+    def to(self, device: torch.device | str) -> RolloutBatch:
+        """The batch with every tensor on ``device``."""
+        return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)
+                                if isinstance(getattr(self, f.name), torch.Tensor)})
 
     def select(self, rows: torch.Tensor | list[int]) -> RolloutBatch:
         """The sub-batch of ``rows``, trimmed to its longest row."""
@@ -89,18 +97,61 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> RolloutBatch:
     )
 
 
-def drop_non_finite(trajectories: list[Trajectory]) -> tuple[list[Trajectory], int]:
-    """The trajectories whose rewards are all finite, in order, and how many were dropped.
+@dataclass
+class Dropped:
+    """Episodes ``drop_unusable`` left out of a step's batch, by reason."""
 
-    An episode whose outcome reward, total reward (``Trajectory.reward``) or a per-turn
-    process score is NaN or ±inf (a broken grader or reward function) has no meaningful
-    advantage, and would poison its whole group's: it is left out of the step's batch.
-    Its group mates stay; one left alone gets advantage 0, as any singleton group does.
-    Raises ``ValueError`` when no episode is left to train on.
+    non_finite: int = 0
+    """Episodes whose reward is NaN or ±inf (a broken grader or reward function)."""
+    aborted: int = 0
+    """Episodes a server (the LLM user's) failed for good: no grade, no reward."""
+    skipped_groups: int = 0
+    """Groups left with fewer than two episodes after the above (their survivors are dropped too)."""
+    skipped_episodes: int = 0
+    """The survivors of those groups."""
+
+    def metrics(self) -> dict[str, float]:
+        return {"reward/non_finite": float(self.non_finite), "rollout/aborted": float(self.aborted),
+                "rollout/skipped_groups": float(self.skipped_groups)}
+
+
+def drop_unusable(trajectories: list[Trajectory]) -> tuple[list[Trajectory], Dropped]:
+    """The trajectories a GRPO step can learn from, in order, and what was left out.
+
+    An episode that was aborted (``termination == "aborted"``) or whose outcome reward,
+    total reward (``Trajectory.reward``) or a per-turn process score is NaN or ±inf has
+    no meaningful advantage, and would poison its whole group's: it leaves the batch. Its
+    group's advantages come from the rest; a group that lost episodes and is left with
+    fewer than two is skipped (one episode alone has nothing to be compared with).
+    Groups that were single from the start (``group_size=1``) are kept as they are.
+    Raises ``EndpointError`` when every episode was aborted (the server is gone) and
+    ``ValueError`` when nothing else is left to train on.
     """
-    kept = [t for t in trajectories
-            if all(math.isfinite(r) for r in (t.outcome_reward, t.reward, *t.turn_process_scores))]
+    dropped = Dropped()
+    lost: set[str] = set()
+    kept = []
+    for traj in trajectories:
+        if traj.termination == ABORTED:
+            dropped.aborted += 1
+        elif not all(math.isfinite(r) for r in (traj.outcome_reward, traj.reward, *traj.turn_process_scores)):
+            dropped.non_finite += 1
+        else:
+            kept.append(traj)
+            continue
+        lost.add(traj.group_id)
+    sizes = Counter(t.group_id for t in kept)
+    alone = {group for group in lost if 0 < sizes[group] < 2}
+    dropped.skipped_groups = len(alone)
+    dropped.skipped_episodes = sum(sizes[group] for group in alone)
+    kept = [t for t in kept if t.group_id not in alone]
     if trajectories and not kept:
-        raise ValueError(f"all {len(trajectories)} episodes of the batch have a non-finite reward (NaN or ±inf): "
-                         "check the grader and reward settings")
-    return kept, len(trajectories) - len(kept)
+        if dropped.aborted == len(trajectories):
+            errors = [t.info.get("error", "") for t in trajectories if t.info.get("error")]
+            raise EndpointError(f"all {len(trajectories)} episodes of the batch were aborted: the LLM user's server "
+                                f"failed for good ({errors[-1] if errors else 'no detail'}); check env.user.base_url")
+        if dropped.non_finite == len(trajectories):
+            raise ValueError(f"all {len(trajectories)} episodes of the batch have a non-finite reward (NaN or ±inf): "
+                             "check the grader and reward settings")
+        raise ValueError(f"no episode of the batch's {len(trajectories)} is left to train on ({dropped}): check the "
+                         "grader, the reward settings and env.user's server")
+    return kept, dropped

@@ -2,7 +2,9 @@
 
 One step reads top to bottom in ``GRPOTrainer.train``: sample tasks → roll out a group
 of G trajectories per task → score them (outcome, plus PRM-Lite when
-``reward.process_coef > 0``) → advantages and token weights (a named estimator from
+``reward.process_coef > 0``) → leave out episodes without a usable reward (non-finite, or
+aborted by an LLM user's server that failed for good; a group left with fewer than two is
+skipped: ``drop_unusable``) → advantages and token weights (a named estimator from
 ``agentgrpo.algos``) → old/reference log-probs → ``ppo_epochs`` × mini-batches of
 updates on ``agentgrpo.algos.grpo_objective`` (``L_pg + β·KL + λ·L_LLDS − c_H·H``) → log →
 validate / checkpoint. The variant is entirely in the config; nothing here branches on it.
@@ -29,12 +31,13 @@ from agentgrpo.agent.types import Trajectory
 from agentgrpo.algos import get_advantage_estimator, grpo_objective, llds_loss, preserve_token_count
 from agentgrpo.config import to_dict, to_yaml
 from agentgrpo.envs.airline.factory import VALIDATION_SPLIT, EnvBundle, build_env, make_env
+from agentgrpo.policy.device import autocast, model_device
 from agentgrpo.policy.forward import PolicyForward
-from agentgrpo.policy.hf import load_policy, read_agent_config, save_policy
+from agentgrpo.policy.hf import load_for_training, load_policy, read_agent_config, save_policy
 from agentgrpo.policy.openai_client import llm_user_client
 from agentgrpo.rewards.prm_lite import PRMLite
 from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
-from agentgrpo.train.batch import RolloutBatch, collate, drop_non_finite
+from agentgrpo.train.batch import RolloutBatch, collate, drop_unusable
 from agentgrpo.train.checkpoint import (
     latest_checkpoint,
     load_trainer_state,
@@ -93,14 +96,16 @@ class GRPOTrainer:
         self.schedule = TaskSchedule(self.train_tasks, cfg.trainer.tasks_per_step, cfg.seed)
         dtype = getattr(torch, cfg.policy.dtype)
         checkpoint = self._resume_checkpoint(force) if resume else None
-        self.model, self.tokenizer = load_policy(checkpoint / "model" if checkpoint else cfg.policy.init, dtype=dtype)
+        self.model, self.tokenizer = load_for_training(cfg.policy, checkpoint / "model" if checkpoint else None)
+        self.device = model_device(self.model)
         self.reference = self._load_reference(dtype)
         self.agent_config = read_agent_config(cfg.policy.init)
         self.chat = ChatFormat(self.tokenizer, self.bundle.domain.tool_schemas(), self.bundle.domain.policy,
                                prompt_style=self.agent_config["prompt_style"])
         self.engine = RolloutEngine(self.model, self.chat, cfg.rollout)
-        self.forward = PolicyForward(self.model, compile=cfg.trainer.compile)
-        self.reference_forward = PolicyForward(self.reference) if self.reference is not None else None
+        self.forward = PolicyForward(self.model, compile=cfg.trainer.compile, autocast=cfg.policy.autocast)
+        self.reference_forward = (PolicyForward(self.reference, autocast=cfg.policy.autocast)
+                                  if self.reference is not None else None)
         self.prm = PRMLite.from_yaml(cfg.reward.prm_weights) if cfg.reward.prm_weights else PRMLite()
         self.estimator = get_advantage_estimator(cfg.algo.adv_estimator)
         t = cfg.trainer
@@ -128,7 +133,7 @@ class GRPOTrainer:
         """The frozen initial policy for the KL term (skipped when β_kl = 0)."""
         if self.config.algo.kl_coef == 0:
             return None
-        reference, _ = load_policy(self.config.policy.init, dtype=dtype)
+        reference, _ = load_policy(self.config.policy.init, dtype=dtype, device=self.device)  # LoRA: merged
         reference.requires_grad_(False)
         return reference.eval()
 
@@ -145,7 +150,7 @@ class GRPOTrainer:
 
                 clock = time.perf_counter()
                 self.score(trajectories)
-                trajectories, non_finite = drop_non_finite(trajectories)
+                trajectories, dropped = drop_unusable(trajectories)
                 batch, adv_metrics = self.compute_advantages(trajectories)
                 timings["perf/score_s"] = time.perf_counter() - clock
 
@@ -157,8 +162,8 @@ class GRPOTrainer:
                 update_metrics = self.update(batch, step)
                 timings["perf/update_s"] = time.perf_counter() - clock
 
-                metrics = {**rollout_metrics(trajectories), "reward/non_finite": float(non_finite),
-                           **adv_metrics, **update_metrics, **timings}
+                metrics = {**rollout_metrics(trajectories), **dropped.metrics(), **adv_metrics, **update_metrics,
+                           **timings}
                 if t.lld_diagnostic:
                     metrics.update(self.lld_rate(batch))
                 metrics["perf/step_s"] = sum(timings.values())
@@ -185,15 +190,17 @@ class GRPOTrainer:
             for sample in range(cfg.trainer.group_size):
                 user_seed = derive_seed("user", cfg.seed, step, task_index, sample)
                 env = make_env(self.bundle, task, cfg.env, user_seed=user_seed, max_steps=cfg.rollout.max_turns,
-                               user_client=self.user_client)
+                               user_client=self.user_client, abort_on_endpoint_error=True)
                 specs.append(EpisodeSpec(env, task.task_id, group_id, sample))
-        return self.engine.run(specs, seed=derive_seed("rollout", cfg.seed, step))
+        with autocast(self.device, cfg.policy.autocast):
+            return self.engine.run(specs, seed=derive_seed("rollout", cfg.seed, step))
 
     def score(self, trajectories: list[Trajectory]) -> None:
         """Reward = outcome + process_coef · PRM-Lite process score; per-turn scores kept.
 
-        A non-finite outcome or process score gives a NaN reward (not an error): the
-        episode is then dropped from the batch and counted (``drop_non_finite``).
+        A non-finite outcome or process score (or an aborted episode's NaN) gives a NaN
+        reward (not an error): the episode is then dropped from the batch and counted
+        (``drop_unusable``).
         """
         coef = self.config.reward.process_coef
         for traj in trajectories:
@@ -206,7 +213,7 @@ class GRPOTrainer:
 
     def compute_advantages(self, trajectories: list[Trajectory]) -> tuple[RolloutBatch, dict[str, float]]:
         algo = self.config.algo
-        batch = collate(trajectories, self.chat.pad_token_id)
+        batch = collate(trajectories, self.chat.pad_token_id).to(self.device)
         advantages = self.estimator(
             batch.scores, batch.group_ids, batch.response_mask,
             norm_by_std=algo.norm_by_std, turn_discount_alpha=algo.turn_discount_alpha,

@@ -13,20 +13,13 @@ from typing import Literal
 from agentgrpo.algos import AggMode, Gate, Importance, KLKind, advantage_estimator_names, estimator_length_norm
 from agentgrpo.config import ConfigError, require
 from agentgrpo.envs.airline.factory import SPLIT_NAMES, EnvConfig
+from agentgrpo.policy.settings import PolicyConfig
 from agentgrpo.rollout.engine import RolloutConfig
 from agentgrpo.train.tracking import check_trackers
 
 LENGTH_DIVIDING_AGGS = ("token-mean", "seq-mean-token-mean")
 """Aggregations that divide by the response length: with an estimator whose advantage
 already carries 1/L or 1/√L they would divide by it a second time."""
-
-
-@dataclass
-class PolicyConfig:
-    init: str = "runs/sft/final"
-    """Where the policy starts: a checkpoint directory (an SFT run's ``final``) or a preset name."""
-    dtype: Literal["float32", "bfloat16"] = "float32"
-    """Parameter dtype for training (float32 on CPU; bfloat16 on GPUs)."""
 
 
 @dataclass
@@ -195,6 +188,8 @@ class GRPOConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
     def __post_init__(self) -> None:
+        if isinstance(self.policy, str):  # GRPOConfig(policy="DIR") from Python, like policy=DIR on the command line
+            self.policy = PolicyConfig(init=self.policy)
         t = self.trainer
         if t.val_every and not self.env.splits.validation:
             raise ConfigError(

@@ -26,10 +26,13 @@ from agentgrpo.config import require, to_dict, to_yaml
 from agentgrpo.envs.airline.core.environment import run_episode
 from agentgrpo.envs.airline.factory import SPLIT_NAMES, EnvBundle, EnvConfig, build_env, make_env
 from agentgrpo.envs.airline.simulation.plans import oracle_agent
+from agentgrpo.policy.device import model_device
 from agentgrpo.policy.forward import PolicyForward
-from agentgrpo.policy.hf import build_policy, load_policy, save_policy
+from agentgrpo.policy.hf import build_policy, load_for_training, prepare_for_training, read_agent_config, save_policy
+from agentgrpo.policy.lora import trainable_share
 from agentgrpo.policy.openai_client import llm_user_client
 from agentgrpo.policy.presets import PRESETS
+from agentgrpo.policy.settings import SFTPolicyConfig
 from agentgrpo.policy.tokenizer import domain_corpus
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 from agentgrpo.train.progress import progress_bar
@@ -89,10 +92,12 @@ class SFTTrainerConfig:
 class SFTConfig:
     seed: int = 0
     run_dir: str = "runs/sft"
-    policy: str = "tiny"
-    """A built preset (tiny, small: tokenizer trained on domain text, random init) or a checkpoint."""
+    policy: SFTPolicyConfig = field(default_factory=SFTPolicyConfig)
+    """The model (``policy=tiny`` is short for ``policy.init=tiny``: a built preset, a checkpoint
+    directory, a Hub id, a .gguf file), its device, precision, gradient checkpointing and LoRA."""
     prompt_style: Literal["full", "compact"] | None = None
-    """System prompt: full (policy + JSON schemas) or compact; None = compact for built presets."""
+    """System prompt: full (policy + JSON schemas) or compact; None = compact for built presets,
+    the checkpoint's own for a checkpoint (its agentgrpo.json; full without one)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     data: SFTDataConfig = field(default_factory=SFTDataConfig)
     trainer: SFTTrainerConfig = field(default_factory=SFTTrainerConfig)
@@ -101,6 +106,8 @@ class SFTConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        if isinstance(self.policy, str):  # SFTConfig(policy="tiny") from Python, like policy=tiny on the command line
+            self.policy = SFTPolicyConfig(init=self.policy)
         check_trackers(self.trackers, "trackers")
 
 
@@ -139,19 +146,25 @@ def transcript_text(messages: list[dict[str, Any]]) -> str:
 def resolve_prompt_style(config: SFTConfig) -> str:
     if config.prompt_style is not None:
         return config.prompt_style
-    preset = PRESETS.get(config.policy)
-    return "compact" if preset is not None and preset.kind == "built" else "full"
+    preset = PRESETS.get(config.policy.init)
+    if preset is not None:
+        return "compact" if preset.kind == "built" else "full"
+    return read_agent_config(config.policy.init)["prompt_style"]  # the checkpoint's own (full if it says none)
 
 
 def prepare_policy(config: SFTConfig, bundle: EnvBundle, demos: list[Demonstration],
                    agent_config: dict[str, Any]) -> tuple[Any, Any]:
-    """Build a preset (tokenizer trained on the domain text + teacher transcripts) or load a checkpoint."""
-    preset = PRESETS.get(config.policy)
+    """Build a preset (tokenizer trained on the domain text + teacher transcripts) or load a
+    checkpoint; then place it and add LoRA / gradient checkpointing as ``config.policy`` says."""
+    preset = PRESETS.get(config.policy.init)
     if preset is not None and preset.kind == "built":
         corpus = domain_corpus(bundle.domain, extra_texts=[transcript_text(d.messages) for d in demos])
-        return build_policy(config.policy, corpus, Path(config.run_dir) / "init", seed=config.seed,
-                            agent_config=agent_config)
-    return load_policy(config.policy)
+        init_dir = Path(config.run_dir) / "init"
+        model, tokenizer = build_policy(config.policy.init, corpus, init_dir, seed=config.seed,
+                                        agent_config=agent_config)
+        model = model.to(getattr(torch, config.policy.dtype))
+        return prepare_for_training(model, config.policy, init_dir), tokenizer
+    return load_for_training(config.policy)
 
 
 def policy_view(chat: ChatFormat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -193,7 +206,11 @@ def train_sft(config: SFTConfig) -> Path:
     )
     stats = _fit(config, model, examples, chat.pad_token_id, run_dir)
     final = save_policy(model, tokenizer, run_dir / "final", agent_config)
+    trainable, total = trainable_share(model)
     stats.update(
+        device=str(model_device(model)),
+        trainable_parameters=trainable,
+        parameters=total,
         demonstrations=len(demos),
         tasks=len(bundle.tasks(config.data.splits)),
         rejected_samples=rejected,
@@ -214,7 +231,7 @@ def _fit(config: SFTConfig, model: torch.nn.Module, examples: list[SFTExample], 
     scheduler = make_scheduler(optimizer, total, int(cfg.warmup_ratio * total), "cosine", cfg.min_lr_ratio)
     tracker = make_tracker(run_dir, config.trackers, run_name=run_dir.name, config=to_dict(config))
     order_rng = random.Random(config.seed)
-    forward = PolicyForward(model, compile=cfg.compile)
+    forward = PolicyForward(model, compile=cfg.compile, autocast=config.policy.autocast)
     model.train()
     step, loss_value = 0, float("nan")
     with progress_bar(total, "sft", enabled=config.progress) as bar:

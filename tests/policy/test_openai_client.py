@@ -1,4 +1,5 @@
-"""The chat-completions client against a real HTTP server on 127.0.0.1 (canned answers)."""
+"""The chat-completions client against a real HTTP server on 127.0.0.1 (canned answers; failure modes in
+test_openai_client_failures.py)."""
 from __future__ import annotations
 
 import json
@@ -121,16 +122,23 @@ def test_connection_refused_is_retried_then_reported():
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(OpenAIClientError, match="failed after 3 attempts.*(refused|URLError)"):
+    with pytest.raises(OpenAIClientError, match="failed after 3 attempts.*ConnectError"):
         client(f"http://127.0.0.1:{port}", max_retries=2).complete([{"role": "user", "content": "Hi"}])
 
 
 def test_malformed_reply_is_reported():
     with CannedServer([(200, {"choices": []}, {}), (200, b"not json", {})]) as server:
         with pytest.raises(OpenAIClientError, match="unexpected response"):
-            client(server.url).complete([{"role": "user", "content": "Hi"}])
+            client(server.url, max_retries=0).complete([{"role": "user", "content": "Hi"}])
         with pytest.raises(OpenAIClientError, match="did not answer with JSON"):
-            client(server.url).complete([{"role": "user", "content": "Hi"}])
+            client(server.url, max_retries=0).complete([{"role": "user", "content": "Hi"}])
+
+
+def test_malformed_reply_is_retried_like_a_transient_failure():
+    replies = [(200, b"garbage", {}), (200, completion({"role": "assistant", "content": "ok"}), {})]
+    with CannedServer(replies) as server:
+        reply = client(server.url, max_retries=1).complete([{"role": "user", "content": "Hi"}])
+    assert reply["content"] == "ok" and len(server.requests) == 2
 
 
 def test_error_observation_of_a_malformed_turn_is_sent_as_a_user_message():

@@ -9,7 +9,7 @@ from helpers import SMALL_ENV_OVERRIDES
 
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.config import load_config
-from agentgrpo.train.batch import drop_non_finite
+from agentgrpo.train.batch import drop_unusable
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
 
@@ -24,12 +24,13 @@ def episode(outcome: float, total: float | None = None, turn_scores: tuple[float
 def test_drop_non_finite_by_hand():
     batch = [episode(1.0, 1.1), episode(math.nan), episode(0.0, math.inf), episode(1.0, 1.0, (0.1, math.nan)),
              episode(0.0, -math.inf), episode(0.0, 0.05, (0.1, 0.2))]
-    kept, dropped = drop_non_finite(batch)
-    assert kept == [batch[0], batch[5]] and dropped == 4
-    assert drop_non_finite(batch[:1]) == ([batch[0]], 0)
-    assert drop_non_finite([]) == ([], 0)
+    kept, dropped = drop_unusable(batch)
+    assert kept == [batch[0], batch[5]] and (dropped.non_finite, dropped.aborted, dropped.skipped_groups) == (4, 0, 0)
+    kept, dropped = drop_unusable(batch[:1])
+    assert kept == [batch[0]] and dropped.non_finite == 0
+    assert drop_unusable([])[0] == []
     with pytest.raises(ValueError, match="all 2 episodes"):
-        drop_non_finite(batch[1:3])
+        drop_unusable(batch[1:3])
 
 
 class NaNGraderTrainer(GRPOTrainer):

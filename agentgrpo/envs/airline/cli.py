@@ -4,7 +4,9 @@
 * ``env show N`` — one task: instruction, scenario, gold actions, outputs;
 * ``env play N`` — you are the agent at the terminal; the user simulator answers;
 * ``env oracle`` — the oracle agent with the scripted user on N generated tasks:
-  pass^1 per family and overall, optionally every transcript as JSONL.
+  pass^1 per family and overall, optionally every transcript as JSONL;
+* ``env import-tau-bench PATH`` — an upstream τ-bench checkout's airline data, policy and
+  test tasks (``tasks_test.py`` parsed, never run) into a directory for ``env.source=tau_bench``.
 
 ``N`` is a position in the listing or a task id. Plain text output, no torch.
 """
@@ -70,6 +72,11 @@ def register(subparsers: Any) -> None:
     play.add_argument("--user-base-url", default=None)
     play.add_argument("--max-steps", type=positive_int, default=30)
     play.set_defaults(func=cmd_play)
+
+    imp = actions.add_parser("import-tau-bench", help="import an upstream τ-bench checkout's airline data and tasks")
+    imp.add_argument("path", help="root of a clone of github.com/sierra-research/tau-bench")
+    imp.add_argument("--out", default="data/tau_bench_airline", help="directory to write (default: %(default)s)")
+    imp.set_defaults(func=cmd_import_tau_bench)
 
     oracle = actions.add_parser("oracle", help="run the oracle agent on generated tasks")
     oracle.add_argument("--n", type=positive_int, default=300, help="number of generated tasks")
@@ -220,6 +227,19 @@ def cmd_play(args: argparse.Namespace) -> int:
     print(f"task {task.task_id} ({task.family}). Type a message, '/tool name {{json}}', or "
           f"'/quit'.")
     play(domain, task, _make_user(args, task), args.max_steps, sys.stdin, sys.stdout)
+    return 0
+
+
+def cmd_import_tau_bench(args: argparse.Namespace) -> int:
+    from agentgrpo.envs.airline.core.tau_bench import load_tau_bench
+    from agentgrpo.envs.airline.core.tau_bench_import import import_tau_bench
+
+    written = import_tau_bench(args.path, args.out)
+    domain = load_tau_bench(args.out)  # the loader reads it back, or the import is wrong
+    print(f"wrote {written['out']}: {len(domain.tasks)} tasks, {len(domain.data['users'])} users, "
+          f"{len(domain.data['flights'])} flights, {len(domain.data['reservations'])} reservations, policy.md"
+          + (", LICENSE" if written["license"] else ""))
+    print(f"evaluate with: agentgrpo eval env.source=tau_bench env.data_dir={written['out']} ...")
     return 0
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agentgrpo.config import ConfigError, require
+from agentgrpo.endpoint import RequestConfig
 from agentgrpo.envs.airline.core.domain import AirlineDomain
 from agentgrpo.envs.airline.core.environment import AirlineEnv
 from agentgrpo.envs.airline.core.tau_bench import load_tau_bench
@@ -95,10 +96,16 @@ class UserConfig:
     """LLM user: OpenAI-compatible endpoint (e.g. a vLLM server with a 72B model)."""
     api_key_env: str = "OPENAI_API_KEY"
     """LLM user: environment variable holding the API key."""
-    temperature: float = 0.0
+    temperature: float | None = None
+    """LLM user: sampling temperature; null = the source's default: 0.0 on generated tasks,
+    and on τ-bench tasks none is sent (the server's default, 1.0 on OpenAI), as τ-bench does."""
+    request: RequestConfig = field(default_factory=lambda: RequestConfig(timeout=60.0))
+    """LLM user: deadline, retries and size cap of each request (a request that still fails
+    ends its episode as ``aborted`` in evaluation and training)."""
 
     def __post_init__(self) -> None:
-        require(self.temperature >= 0, "env.user.temperature", self.temperature, "must be >= 0")
+        require(self.temperature is None or self.temperature >= 0, "env.user.temperature", self.temperature,
+                "must be >= 0, or null for the source's default")
 
 
 @dataclass
@@ -128,6 +135,14 @@ class EnvConfig:
             raise ValueError("τ-bench tasks have no structured scenario: set env.user.kind=llm")
         if self.splits.validation is None:
             self.splits.validation = DEFAULT_VALIDATION[self.source]
+
+    @property
+    def user_temperature(self) -> float | None:
+        """The LLM user's temperature: ``user.temperature``, else the source's default
+        (0.0 on generated tasks; None, i.e. not sent, on τ-bench tasks as τ-bench does)."""
+        if self.user.temperature is not None:
+            return self.user.temperature
+        return None if self.source == "tau_bench" else 0.0
 
 
 @dataclass
@@ -211,11 +226,13 @@ def validation_tasks(domain: AirlineDomain, config: EnvConfig, splits: dict[str,
 
 
 def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, max_steps: int = 30,
-             user_client: ChatClient | None = None) -> AirlineEnv:
+             user_client: ChatClient | None = None, abort_on_endpoint_error: bool = False) -> AirlineEnv:
     """One episode's environment with the configured user simulator.
 
     ``user_client``: the chat client of an LLM user (one serves every episode), e.g.
     ``agentgrpo.policy.openai_client.llm_user_client(config.user)``; unused for scripted users.
+    ``abort_on_endpoint_error``: a user request that fails for good ends the episode as
+    ``aborted`` (NaN reward) instead of raising (see ``AirlineEnv``).
     """
     if config.user.kind == "scripted":
         user = ScriptedUser(task, seed=user_seed)
@@ -223,5 +240,5 @@ def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, m
         raise ConfigError("env.user.kind=llm needs a chat client: pass user_client="
                           "agentgrpo.policy.openai_client.llm_user_client(config.user) to make_env")
     else:
-        user = LLMUser(task, user_client, temperature=config.user.temperature, seed=user_seed)
-    return AirlineEnv(bundle.domain, task, user, max_steps=max_steps)
+        user = LLMUser(task, user_client, temperature=config.user_temperature, seed=user_seed)
+    return AirlineEnv(bundle.domain, task, user, max_steps=max_steps, abort_on_endpoint_error=abort_on_endpoint_error)

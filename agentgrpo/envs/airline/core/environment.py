@@ -4,7 +4,9 @@ An episode is one task, one fresh database and one user simulator. The agent act
 with ``Action(name, kwargs)`` (a tool call) or ``Action.respond(text)`` (a message to
 the user). The episode ends when the user says ``###STOP###``, when a terminating
 tool (the transfer) succeeds, or after ``max_steps`` agent actions; only then is the
-reward computed (``domain.reward``) and the grade put in ``info``. An action that
+reward computed (``domain.reward``) and the grade put in ``info``. An environment built
+with ``abort_on_endpoint_error`` also ends when its user's server fails for good
+(``EndpointError``): termination ``aborted``, reward NaN, no grade, the error in ``info``. An action that
 reaches ``step`` malformed (unknown tool, bad arguments) is just an error observation
 from ``domain.execute``.
 
@@ -18,11 +20,13 @@ and of the SFT data.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from agentgrpo.config import EndpointError
 from agentgrpo.envs.turn import action_error, apply_turn
-from agentgrpo.envs.types import USER_STOP, Action, Step, StepResult, Task, Termination
+from agentgrpo.envs.types import ABORTED, USER_STOP, Action, Step, StepResult, Task, Termination
 
 
 class Agent(Protocol):
@@ -40,13 +44,15 @@ class Agent(Protocol):
 class AirlineEnv:
     """One airline episode: ``reset() -> str``, then ``step(action) -> StepResult``."""
 
-    def __init__(self, domain: Any, task: Task, user: Any, max_steps: int = 30) -> None:
+    def __init__(self, domain: Any, task: Task, user: Any, max_steps: int = 30,
+                 abort_on_endpoint_error: bool = False) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         self.domain = domain
         self.task = task
         self.user = user
         self.max_steps = max_steps
+        self.abort_on_endpoint_error = abort_on_endpoint_error
         self.done = True
         self.termination: Termination = "running"
 
@@ -58,19 +64,21 @@ class AirlineEnv:
         self.done = False
         self.termination = "running"
         self.info: dict[str, Any] = {}
-        first = self.user.reset()
+        first = self._ask_user(self.user.reset)
         if USER_STOP in first:
             self._finish("user_stop")
         return first
 
     def step(self, action: Action) -> StepResult:
+        if self.termination == ABORTED:  # the driver may not have noticed yet (it gets the result again)
+            return StepResult("", True, math.nan, dict(self.info))
         if self.done:
             raise RuntimeError("the episode is over: call reset() first")
         self.steps += 1
         if isinstance(action, Action) and action.is_respond:
             content = action.content
             self.replies.append(content)
-            observation = self.user.step(content)
+            observation = self._ask_user(lambda: self.user.step(content))
             if USER_STOP in observation:
                 self._finish("user_stop")
         else:
@@ -80,15 +88,30 @@ class AirlineEnv:
                 self._finish("transfer")
         if not self.done and self.steps >= self.max_steps:
             self._finish("max_turns")
-        reward = self.info["grade"]["reward"] if self.done else 0.0
-        return StepResult(observation, self.done, reward,
+        return StepResult(observation, self.done, self.reward if self.done else 0.0,
                           dict(self.info) if self.done else {"termination": "running"})
 
     def finish(self, termination: Termination) -> StepResult:
         """End the episode from outside (the agent's turn or token budget ran out): grade now."""
         if not self.done:
             self._finish(termination)
-        return StepResult("", True, self.info["grade"]["reward"], dict(self.info))
+        return StepResult("", True, self.reward, dict(self.info))
+
+    @property
+    def reward(self) -> float:
+        """The finished episode's reward (NaN for an aborted one, which has no grade)."""
+        return self.info["grade"]["reward"] if "grade" in self.info else math.nan
+
+    def _ask_user(self, call: Any) -> str:
+        """The user's reply; an ``EndpointError`` aborts the episode if so configured (reply "")."""
+        if not self.abort_on_endpoint_error:
+            return call()
+        try:
+            return call()
+        except EndpointError as e:
+            self.done, self.termination = True, ABORTED
+            self.info = {"termination": ABORTED, "steps": self.steps, "error": " ".join(str(e).split())}
+            return ""
 
     def _finish(self, termination: Termination) -> None:
         self.done = True
@@ -149,5 +172,5 @@ def run_episode(env: AirlineEnv, agent: Agent) -> EpisodeResult:
                           "content": observation}]
         if not env.done and len(steps) >= env.max_steps:  # malformed turns count too
             env.finish("max_turns")
-    return EpisodeResult(env.task.task_id, env.task.family, env.info["grade"]["reward"],
-                         env.termination, messages, actions, steps, dict(env.info))
+    return EpisodeResult(env.task.task_id, env.task.family, env.reward, env.termination, messages, actions, steps,
+                         dict(env.info))

@@ -1,0 +1,246 @@
+"""Playing an evaluation's episodes so that the run survives: concurrency, a log, resume, aborts.
+
+* ``episode_jobs``: every (task, trial) of the run, each with its user seed.
+* ``EpisodeLog``: ``transcripts.jsonl`` in ``out_dir``, one line per episode, appended and
+  flushed the moment the episode ends; ``--resume`` reads it back and keeps the finished
+  episodes (aborted ones are played again). The run's config is kept beside it
+  (``eval_config.yaml``) and a resume with different settings is refused.
+* ``run_jobs``: the oracle and endpoint policies play ``concurrency`` episodes at once on
+  threads; a checkpoint plays ``max_batch`` at a time through the rollout engine. A
+  progress bar shows finished and aborted episodes and the time left.
+
+An episode is ``aborted`` when a request to a server (the evaluated endpoint, or the
+LLM user's) fails for good after its retries: its record says why, and the run goes on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from agentgrpo.config import ConfigError, EndpointError, to_dict, to_yaml
+from agentgrpo.envs.airline.factory import EnvBundle, make_env
+from agentgrpo.envs.types import ABORTED, Task
+from agentgrpo.eval.evaluator import EpisodeRecord, EvalConfig, user_seed
+from agentgrpo.policy.openai_client import OpenAIChatPolicy, llm_user_client
+from agentgrpo.train.progress import progress_bar
+
+LOG_FILE = "transcripts.jsonl"
+CONFIG_FILE = "eval_config.yaml"
+RESUME_MAY_CHANGE = ("out_dir", "concurrency", "max_batch", "progress", "save_transcripts", "endpoint.request.",
+                     "env.user.request.", "policy.device", "policy.autocast")
+"""Settings a resumed evaluation may change (how episodes are played, not which or how they score)."""
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """One episode to play: a task's trial, with the task's position (which seeds its user)."""
+
+    index: int
+    split: str
+    task: Task
+    trial: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.task.task_id, self.trial)
+
+
+def episode_jobs(config: EvalConfig, bundle: EnvBundle) -> list[EpisodeJob]:
+    tasks = [(split, task) for split in config.splits for task in bundle.splits[split]]
+    return [EpisodeJob(i, split, task, trial) for i, (split, task) in enumerate(tasks)
+            for trial in range(config.trials)]
+
+
+class EpisodeLog:
+    """``out_dir/transcripts.jsonl``, appended as episodes end (thread-safe)."""
+
+    def __init__(self, config: EvalConfig, jobs: list[EpisodeJob], resume: bool):
+        self.out = Path(config.out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.path = self.out / LOG_FILE
+        self.save_messages = config.save_transcripts
+        self.finished: dict[tuple[str, int], EpisodeRecord] = {}
+        if resume:
+            _check_resume_config(self.out / CONFIG_FILE, to_dict(config))
+            wanted = {job.key for job in jobs}
+            self.finished = {r.key: r for r in _read_records(self.path) if not r.aborted and r.key in wanted}
+        self.resumed = len(self.finished)
+        (self.out / CONFIG_FILE).write_text(to_yaml(config))
+        self._rewrite(list(self.finished.values()))
+        self._file = self.path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def append(self, record: EpisodeRecord) -> None:
+        line = _record_line(record, self.save_messages)
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+
+    def finish(self, records: list[EpisodeRecord]) -> None:
+        """Close the log, rewritten in task order (it was written in finishing order)."""
+        self._file.close()
+        self._rewrite(records)
+
+    def _rewrite(self, records: list[EpisodeRecord]) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            f.writelines(_record_line(r, self.save_messages) for r in records)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(self.path)
+
+
+def _record_line(record: EpisodeRecord, save_messages: bool) -> str:
+    data = asdict(record)
+    if not save_messages:
+        data["messages"] = []
+    return json.dumps(data) + "\n"
+
+
+def _read_records(path: Path) -> list[EpisodeRecord]:
+    """The records of a log; a line cut short by a kill (the last one) is skipped."""
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(EpisodeRecord(**json.loads(line)))
+        except (ValueError, TypeError):
+            continue
+    return records
+
+
+def _check_resume_config(path: Path, config: dict[str, Any]) -> None:
+    if not path.is_file():
+        return
+    saved = _flatten(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
+    new = _flatten(config)
+    changed = sorted(k for k in saved.keys() | new.keys()
+                     if saved.get(k) != new.get(k) and not any(k == p or k.startswith(p) for p in RESUME_MAY_CHANGE))
+    if changed:
+        shown = ", ".join(f"{k}: {saved.get(k)!r} -> {new.get(k)!r}" for k in changed[:6])
+        raise ConfigError(f"--resume: the settings differ from the run in {path.parent} ({shown}); resume with the "
+                          "same settings, or start afresh in another out_dir (or without --resume)")
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {prefix[:-1]: data}
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        flat.update(_flatten(value, f"{prefix}{key}."))
+    return flat
+
+
+# ---- playing ---------------------------------------------------------------------------
+def run_jobs(config: EvalConfig, bundle: EnvBundle, jobs: list[EpisodeJob], log: EpisodeLog) -> list[EpisodeRecord]:
+    """Every job's record, in job order: the finished ones from the log, the rest played now."""
+    todo = [job for job in jobs if job.key not in log.finished]
+    played: dict[tuple[str, int], EpisodeRecord] = {}
+    with progress_bar(len(jobs), f"eval[{config.policy.init}]", config.progress, initial=log.resumed) as bar:
+        def done(record: EpisodeRecord) -> None:
+            log.append(record)
+            played[record.key] = record
+            bar.update(1, aborted=sum(r.aborted for r in played.values()))
+
+        if config.policy_kind == "checkpoint":
+            _play_checkpoint(config, bundle, todo, done)
+        else:
+            _play_agents(config, bundle, todo, done)
+    return [log.finished.get(job.key) or played[job.key] for job in jobs]
+
+
+def _play_agents(config: EvalConfig, bundle: EnvBundle, jobs: list[EpisodeJob],
+                 done: Callable[[EpisodeRecord], None]) -> None:
+    """Oracle or endpoint policies: ``concurrency`` episodes at once through ``run_episode``."""
+    user_client = llm_user_client(config.env.user)
+    agent_client = None
+    if config.policy_kind == "openai":
+        e = config.endpoint
+        agent_client = OpenAIChatPolicy.from_config(e.base_url, e.model, e.api_key_env, e.request, e.max_tokens)
+    pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="episode")
+    try:
+        futures = [pool.submit(_play_agent, config, bundle, job, user_client, agent_client) for job in jobs]
+        for future in as_completed(futures):
+            done(future.result())
+    finally:  # on an error (or Ctrl-C) the episodes not started yet are dropped, the running ones end
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _play_agent(config: EvalConfig, bundle: EnvBundle, job: EpisodeJob, user_client: Any,
+                agent_client: OpenAIChatPolicy | None) -> EpisodeRecord:
+    from agentgrpo.envs.airline.core.environment import run_episode
+
+    env = make_env(bundle, job.task, config.env, user_seed(config, job.index, job.trial),
+                   max_steps=config.rollout.max_turns, user_client=user_client, abort_on_endpoint_error=True)
+    agent = _make_agent(config, bundle, job.task, agent_client)
+    try:
+        result = run_episode(env, agent)
+    except EndpointError as e:  # the evaluated endpoint failed for good
+        return _aborted(job, " ".join(str(e).split()))
+    if result.termination == ABORTED:  # the LLM user's server failed for good
+        return _aborted(job, result.info.get("error"), result.messages)
+    turn_tokens = getattr(agent, "turn_tokens", None) or [_approx_tokens(s.text) for s in result.steps]
+    return EpisodeRecord(job.task.task_id, job.split, job.task.family, job.trial, result.reward,
+                         any(s.error for s in result.steps), turn_tokens, result.termination, result.messages)
+
+
+def _aborted(job: EpisodeJob, error: str | None, messages: list[dict[str, Any]] | None = None) -> EpisodeRecord:
+    return EpisodeRecord(job.task.task_id, job.split, job.task.family, job.trial, 0.0, False, [], ABORTED,
+                         messages or [], aborted=True, error=error)
+
+
+def _make_agent(config: EvalConfig, bundle: EnvBundle, task: Task, client: OpenAIChatPolicy | None) -> Any:
+    if config.policy_kind == "oracle":
+        from agentgrpo.envs.airline.simulation.plans import oracle_agent
+
+        return oracle_agent(bundle.domain, task)
+    from agentgrpo.eval.endpoint_agent import EndpointAgent
+
+    e = config.endpoint
+    return EndpointAgent(bundle.domain, e.base_url, e.model, e.api_key_env, config.rollout.temperature, client=client)
+
+
+def _approx_tokens(text: str) -> int:
+    """Token count where no tokenizer is at hand (the oracle): ~4 characters per token."""
+    return max(1, round(len(text) / 4)) if text else 0
+
+
+def _play_checkpoint(config: EvalConfig, bundle: EnvBundle, jobs: list[EpisodeJob],
+                     done: Callable[[EpisodeRecord], None]) -> None:
+    """A checkpoint (or Hub model): ``max_batch`` episodes at a time through the rollout engine."""
+    import torch
+
+    from agentgrpo.agent.chat import ChatFormat
+    from agentgrpo.policy.device import autocast, resolve_device
+    from agentgrpo.policy.hf import load_policy, read_agent_config
+    from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
+
+    device = resolve_device(config.policy.device)
+    model, tokenizer = load_policy(config.policy.init, getattr(torch, config.policy.dtype), device=device)
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy,
+                      prompt_style=read_agent_config(config.policy.init)["prompt_style"])
+    engine = RolloutEngine(model, chat, config.rollout)
+    user_client = llm_user_client(config.env.user)
+    for start in range(0, len(jobs), config.max_batch):
+        chunk = jobs[start : start + config.max_batch]
+        specs = [EpisodeSpec(make_env(bundle, job.task, config.env, user_seed(config, job.index, job.trial),
+                                      max_steps=config.rollout.max_turns, user_client=user_client,
+                                      abort_on_endpoint_error=True), job.task.task_id, job.task.task_id, job.trial)
+                 for job in chunk]
+        with autocast(device, config.policy.autocast):
+            trajectories = engine.run(specs, seed=config.seed + start)
+        for job, traj in zip(chunk, trajectories):
+            if traj.termination == ABORTED:
+                done(_aborted(job, traj.info.get("error"), traj.messages))
+                continue
+            done(EpisodeRecord(job.task.task_id, job.split, job.task.family, job.trial, traj.outcome_reward,
+                               traj.has_error, [t.num_tokens for t in traj.turns], traj.termination, traj.messages))

@@ -1,0 +1,150 @@
+"""Batched generation for the server: one worker thread owns the model, requests queue up.
+
+``BatchGenerator.submit(GenerationRequest)`` returns a ``Future``. The worker takes the
+first waiting request and every other one already queued (up to ``max_batch``) and
+decodes them together: prompts left-padded, one forward per token for the whole batch,
+each row with its own temperature, top-p, token limit and seeded generator, until every
+row has stopped. So concurrent requests are safe (only the worker touches the model)
+and share forward passes.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers.cache_utils import DynamicCache
+
+from agentgrpo.policy.device import autocast, model_device
+
+
+@dataclass
+class GenerationRequest:
+    """One completion to decode: a prompt's token ids and how to sample after it."""
+
+    prompt: list[int]
+    max_new_tokens: int
+    stop_ids: list[int]
+    temperature: float = 1.0
+    """0 = greedy."""
+    top_p: float = 1.0
+    seed: int | None = None
+    """Seeds this row's sampler (None: a fresh random seed)."""
+    future: Future = field(default_factory=Future)
+
+
+@dataclass
+class Generation:
+    """What a request produced: its tokens (without the stop token) and why it ended."""
+
+    tokens: list[int]
+    finish_reason: str  # "stop" or "length"
+
+
+class BatchGenerator:
+    """The model's only user: a daemon thread decoding queued requests in batches."""
+
+    def __init__(self, model: Any, pad_token_id: int, max_batch: int = 8, use_autocast: bool = True):
+        self.model = model
+        self.pad_token_id = pad_token_id
+        self.max_batch = max_batch
+        self.use_autocast = use_autocast
+        self._queue: queue.Queue[GenerationRequest | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="generator", daemon=True)
+        self._thread.start()
+
+    def submit(self, request: GenerationRequest) -> Future:
+        self._queue.put(request)
+        return request.future
+
+    def close(self) -> None:
+        self._queue.put(None)
+
+    def _work(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)  # close after this batch
+                    break
+                batch.append(item)
+            try:
+                results = generate_batch(self.model, batch, self.pad_token_id, self.use_autocast)
+            except Exception as e:  # a failed batch fails its requests, never the server
+                for request in batch:
+                    request.future.set_exception(e)
+                continue
+            for request, result in zip(batch, results):
+                request.future.set_result(result)
+
+
+@torch.inference_mode()
+def generate_batch(model: Any, requests: list[GenerationRequest], pad_token_id: int,
+                   use_autocast: bool = True) -> list[Generation]:
+    """Decode every request together; see the module docstring. Greedy rows are exact argmax."""
+    device = model_device(model)
+    width = max(len(r.prompt) for r in requests)
+    input_ids = torch.full((len(requests), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros(len(requests), width, dtype=torch.long)
+    for row, request in enumerate(requests):  # left padding: every row's next token is in the last column
+        input_ids[row, width - len(request.prompt):] = torch.tensor(request.prompt, dtype=torch.long)
+        mask[row, width - len(request.prompt):] = 1
+    input_ids, mask = input_ids.to(device), mask.to(device)
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    generators = [_generator(r.seed) for r in requests]
+    out: list[list[int]] = [[] for _ in requests]
+    reasons: list[str | None] = [None] * len(requests)
+    cache = DynamicCache()
+    with autocast(device, use_autocast):
+        logits = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                       use_cache=True, logits_to_keep=1).logits[:, -1]
+        while True:
+            tokens = [_sample(logits[row], r, generators[row]) for row, r in enumerate(requests)]
+            for row, (request, token) in enumerate(zip(requests, tokens)):
+                if reasons[row] is not None:
+                    continue
+                if token in request.stop_ids:
+                    reasons[row] = "stop"
+                    continue
+                out[row].append(token)
+                if len(out[row]) >= request.max_new_tokens:
+                    reasons[row] = "length"
+            if all(reason is not None for reason in reasons):
+                break
+            step = torch.tensor(tokens, dtype=torch.long, device=device)[:, None]
+            mask = torch.cat([mask, torch.ones_like(step)], dim=1)
+            positions = positions[:, -1:] + 1
+            logits = model(input_ids=step, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                           use_cache=True).logits[:, -1]
+    return [Generation(tokens, reason or "length") for tokens, reason in zip(out, reasons)]
+
+
+def _sample(logits: torch.Tensor, request: GenerationRequest, generator: torch.Generator) -> int:
+    """One token from (V,) logits: argmax at temperature 0, else nucleus sampling on the CPU generator."""
+    if request.temperature <= 0:
+        return int(logits.argmax())
+    probs = torch.softmax(logits.float() / request.temperature, dim=-1).cpu()
+    if request.top_p < 1.0:
+        sorted_probs, order = probs.sort(descending=True)
+        drop = (sorted_probs.cumsum(0) - sorted_probs) >= request.top_p  # keep the first token always
+        probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs.masked_fill(drop, 0.0))
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def _generator(seed: int | None) -> torch.Generator:
+    generator = torch.Generator()
+    if seed is None:
+        generator.seed()  # non-deterministic
+    else:
+        generator.manual_seed(seed)
+    return generator
