@@ -5,10 +5,14 @@ The prepared device check of docs/results/gpu.md. It runs the real jobs (``train
 and reads their ``metrics.jsonl`` (``perf/step_s`` of every step but the first, which
 pays for warm-up and compilation):
 
-1. Model: the ``--model`` candidates in order, largest first (default on CUDA:
-   Qwen2.5-7B/1.5B/0.5B-Instruct from the local Hugging Face cache; set
-   ``HF_HUB_OFFLINE=1`` where there is no internet), until one runs an SFT step without
-   running out of memory; the others are reported as skipped, with why.
+1. Model: the ``--model`` candidates in order, largest first, until one runs an SFT step
+   without running out of memory (the others are reported as skipped, with why). A
+   candidate is a checkpoint directory, a Hub id found in the local Hugging Face cache
+   (``HF_HUB_OFFLINE=1`` is set unless ``--allow-download``), a preset, or
+   ``shape:7b`` / ``shape:1.5b`` / ``shape:0.5b``: a model with Qwen2.5-Instruct's
+   dimensions (Llama blocks with q/k/v bias, our domain tokenizer, random weights) built
+   on the device, for machines no checkpoint can reach. Default on CUDA: the three Qwen2.5
+   Instruct ids, then the three shapes.
 2. SFT: oracle demonstrations on the generated airline world, full prompt, batch 4 of
    micro-batch 1, bfloat16 weights and gradient checkpointing on CUDA (``--lora-rank``
    for adapters instead). BENCH ``gpu_sft_steps_per_s``, ``gpu_sft_tokens_per_s``.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -41,7 +46,18 @@ from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.sft import SFTConfig, train_sft
 from agentgrpo.train.tracking import read_metrics
 
-GPU_MODELS = ["Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"]
+GPU_MODELS = ["Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct",
+              "shape:7b", "shape:1.5b", "shape:0.5b"]
+SHAPES = {  # Qwen2.5-{7B,1.5B,0.5B}-Instruct's config.json dimensions; "toy" for the CPU test
+    "7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+               num_key_value_heads=4, tie_word_embeddings=False),
+    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                 num_key_value_heads=2, tie_word_embeddings=True),
+    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                 num_key_value_heads=2, tie_word_embeddings=True),
+    "toy": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, tie_word_embeddings=True),
+}
 SMALL_ENV = ["env.n_tasks=12", "env.splits.covered_seen=4", "env.splits.uncovered_seen=4", "env.splits.unseen=4"]
 
 
@@ -56,7 +72,35 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="smoke size (the CPU test)")
     parser.add_argument("--workdir", help="where runs go (default: a temporary directory, removed)")
     parser.add_argument("--markdown", help="write a results section to this file")
+    parser.add_argument("--allow-download", action="store_true", help="let Hub ids download (default: cache only)")
     return parser.parse_args()
+
+
+def build_shape(name: str, out: Path, device: str) -> Path:
+    """A random-init Llama model with ``SHAPES[name]``'s dimensions and our domain tokenizer, saved to ``out``."""
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    from agentgrpo.envs.airline.factory import EnvConfig, build_env
+    from agentgrpo.policy.device import resolve_device
+    from agentgrpo.policy.hf import save_policy
+    from agentgrpo.policy.tokenizer import END_OF_TEXT, IM_END, domain_corpus, train_tokenizer
+
+    tokenizer = train_tokenizer(domain_corpus(build_env(EnvConfig()).domain), 4096, model_max_length=32768)
+    bos, eos = tokenizer.convert_tokens_to_ids(END_OF_TEXT), tokenizer.convert_tokens_to_ids(IM_END)
+    config = LlamaConfig(**SHAPES[name], vocab_size=len(tokenizer), max_position_embeddings=32768,
+                         rope_theta=1_000_000.0, attention_bias=True, bos_token_id=bos, eos_token_id=eos,
+                         pad_token_id=tokenizer.pad_token_id)
+    target = resolve_device(device)
+    with torch.device(target):  # initialised where it runs: seconds for 7B on a GPU
+        model = LlamaForCausalLM(config)
+    if target.type == "cuda":
+        model = model.to(torch.bfloat16)
+    model.generation_config = GenerationConfig(bos_token_id=bos, eos_token_id=eos, pad_token_id=tokenizer.pad_token_id)
+    save_policy(model, tokenizer, out, {"prompt_style": "full"})  # stands in for a pretrained model
+    del model
+    if target.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
 
 
 def policy_overrides(model: str, args: argparse.Namespace, cuda: bool) -> list[str]:
@@ -113,10 +157,13 @@ def peak_memory_gib() -> float:
 def first_model_that_fits(models: list[str], args: argparse.Namespace, cuda: bool, work: Path) -> tuple[str, dict]:
     """SFT with each candidate in turn; the first one that runs wins (the others: why not)."""
     for model in models:
-        run_dir = work / f"sft-{model.replace('/', '--')}"
+        run_dir = work / f"sft-{model.replace('/', '--').replace(':', '-')}"
         try:
             start = time.perf_counter()
-            result = run_sft(model, args, cuda, run_dir)
+            source = str(build_shape(model[6:], work / model[6:], args.device)) if model.startswith("shape:") \
+                else model
+            result = run_sft(source, args, cuda, run_dir)
+            result["source"] = source
             print(f"model {model}: SFT ran ({time.perf_counter() - start:.0f} s)", flush=True)
             return model, result
         except torch.cuda.OutOfMemoryError as e:
@@ -132,6 +179,8 @@ def first_model_that_fits(models: list[str], args: argparse.Namespace, cuda: boo
 
 def main() -> int:
     args = parse_args()
+    if not args.allow_download:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a Hub id is used only if it is cached here
     set_threads(args.threads)
     cuda = torch.cuda.is_available() and (args.device in ("auto", "cuda") or args.device.startswith("cuda:"))
     device_name = torch.cuda.get_device_name() if cuda else "cpu"
@@ -143,13 +192,14 @@ def main() -> int:
         sft_peak = peak_memory_gib()
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        grpo_init = str(sft["final"]) if model in ("tiny", "small") else model  # built presets: the SFT result
+        grpo_init = str(sft["final"]) if model in ("tiny", "small") else sft["source"]  # presets: the SFT result
         grpo = run_grpo(grpo_init, args, cuda, work / "grpo")
         grpo_peak = peak_memory_gib()
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps({"model": model, "sft": {k: v for k, v in sft.items() if k != "final"}, "grpo": grpo,
+    print(json.dumps({"model": model, "sft": {k: v for k, v in sft.items() if k not in ("final", "source")},
+                      "grpo": grpo,
                       "peak_gib": {"sft": sft_peak, "grpo": grpo_peak}}, default=str))
     if args.markdown:
         write_markdown(Path(args.markdown), model, device_name, args, sft, grpo, sft_peak, grpo_peak)

@@ -30,7 +30,8 @@ def test_quickstart_writes_report_and_summary(tmp_path):
     for name in ("sft", "grpo"):
         m = saved["checkpoints"][name]
         assert set(m["pass^1"]) == {"covered_seen", "uncovered_seen", "unseen", "train"}
-        assert set(m) == {"pass^1", "generalization", "error_rate", "reasoning_depth_p50"}
+        assert set(m) == {"pass^1", "generalization", "error_rate", "reasoning_depth_p50", "aborted"}
+        assert m["aborted"] == 0
         assert all(0.0 <= v <= 1.0 for v in m["pass^1"].values())
     report = (tmp_path / "report.md").read_text()
     assert "| Overall pass^1 |" in report and "training_curves.png" in report

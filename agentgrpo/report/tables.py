@@ -16,6 +16,10 @@ ROWS = (
 )
 
 
+ABORTED_ROW = (("Aborted episodes (left out)", lambda m: m.get("aborted", 0)),)
+"""Shown when an evaluation lost episodes to a failing server (its metrics exclude them)."""
+
+
 def comparison_table(metrics_by_name: Mapping[str, Mapping[str, Any]], baseline: str | None = None) -> str:
     """Markdown table: one row per metric, one column per checkpoint.
 
@@ -26,7 +30,8 @@ def comparison_table(metrics_by_name: Mapping[str, Mapping[str, Any]], baseline:
     delta_column = baseline is not None and len(names) == 2
     header = "| Metric | " + " | ".join(names) + (f" | Δ vs {baseline} |" if delta_column else " |")
     lines = [header, "|---" * (len(names) + 1 + delta_column) + "|"]
-    for label, getter in ROWS:
+    aborted = any(m.get("aborted") for m in metrics_by_name.values())  # a server failed some episodes for good
+    for label, getter in ROWS + (ABORTED_ROW if aborted else ()):
         values = {n: getter(metrics_by_name[n]) for n in names}
         base = values.get(baseline) if baseline else None
         cells = []
@@ -46,7 +51,7 @@ def comparison_table(metrics_by_name: Mapping[str, Mapping[str, Any]], baseline:
 def _fmt(label: str, value: Any) -> str:
     if value is None:
         return "–"
-    return f"{value:.0f}" if "tokens" in label else f"{value:.3f}"
+    return f"{value:.0f}" if "tokens" in label or "episodes" in label else f"{value:.3f}"
 
 
 def _delta(base: Any, value: Any) -> str:

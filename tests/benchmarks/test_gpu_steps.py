@@ -26,3 +26,17 @@ def test_gpu_steps_smoke_on_cpu(tmp_path):
     assert all(float(v) > 0 for v in bench.values()) and float(bench["gpu_grpo_rollout_share"]) < 1
     assert "model tiny: SFT ran" in result.stdout
     assert "| SFT (batch 4) |" in markdown.read_text()
+
+
+def test_a_model_shape_is_built_where_no_checkpoint_can_reach(tmp_path):
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from gpu_steps import SHAPES, build_shape
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    from agentgrpo.policy.hf import load_policy, read_agent_config
+
+    model, tokenizer = load_policy(build_shape("toy", tmp_path / "toy", "cpu"))
+    assert model.config.hidden_size == SHAPES["toy"]["hidden_size"] and model.config.attention_bias
+    assert model.config.vocab_size == len(tokenizer) and read_agent_config(tmp_path / "toy")["prompt_style"] == "full"
+    assert SHAPES["7b"]["num_key_value_heads"] == 4 and SHAPES["1.5b"]["num_hidden_layers"] == 28

@@ -81,6 +81,7 @@ def test_failing_requests_abort_their_episode_and_the_run_finishes(role, tmp_pat
     assert f"{len(aborted)} aborted" in markdown and "aborted episode(s) left out" in markdown
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_plays_only_the_unfinished_episodes(tmp_path):
     out = tmp_path / "eval"
     argv = ["eval", "--policy", "openai", "endpoint.model=flaky", "--out", str(out), "concurrency=1",

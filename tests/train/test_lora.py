@@ -49,6 +49,7 @@ def adapter_tensors(directory: Path) -> dict[str, torch.Tensor]:
     return load_file(str(directory / "adapter_model.safetensors"))
 
 
+@pytest.mark.slow
 def test_lora_sft_then_two_grpo_steps_on_the_tiny_model(tiny_policy_dir, tmp_path):
     sft = lora_sft(str(tiny_policy_dir), tmp_path / "sft")
     assert (sft / "adapter_config.json").is_file() and not (sft / "model.safetensors").exists()
