@@ -82,7 +82,7 @@ def test_merged_checkpoint_loads_with_the_trained_weights_and_evaluates(verl_run
 
     eval_dir = tmp_path / "eval"
     rc = main(["eval", "--policy", str(out), "--trials", "1", "--out", str(eval_dir), *SMALL_ENV_OVERRIDES,
-               "splits=[unseen]", "rollout.max_turns=2", "rollout.max_new_tokens=8", "progress=false"])
+               "splits=[unseen]", "rollout.max_turns=2", "rollout.max_new_tokens=8"])
     assert rc == 0
     report = json.loads((eval_dir / "eval.json").read_text())
     assert report["split_sizes"] == {"unseen": 4}
