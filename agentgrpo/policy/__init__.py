@@ -1,4 +1,5 @@
-"""Policy backends: HF transformers (tiny built presets, checkpoints, GGUF) and OpenAI-compatible clients.
+"""Policy backends: HF transformers (tiny built presets, checkpoints, GGUF, Hub ids, LoRA) and OpenAI-compatible
+clients.
 
 Exports resolve lazily, so ``from agentgrpo.policy import OpenAIChatPolicy`` does not
 import torch or transformers.
@@ -15,6 +16,12 @@ _LAZY = {
     "build_policy": "agentgrpo.policy.hf",
     "load_policy": "agentgrpo.policy.hf",
     "save_policy": "agentgrpo.policy.hf",
+    "load_for_training": "agentgrpo.policy.hf",
+    "load_tokenizer": "agentgrpo.policy.hf",
+    "resolve_device": "agentgrpo.policy.device",
+    "resolve_source": "agentgrpo.policy.hub",
+    "PolicyConfig": "agentgrpo.policy.settings",
+    "LoraConfig": "agentgrpo.policy.settings",
     "find_smollm2_gguf": "agentgrpo.policy.gguf",
     "load_gguf": "agentgrpo.policy.gguf",
     "train_tokenizer": "agentgrpo.policy.tokenizer",

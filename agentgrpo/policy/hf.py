@@ -36,7 +36,14 @@ from agentgrpo.config import AgentGRPOError, ConfigError, DataError, MissingFile
 from agentgrpo.policy.device import enable_gradient_checkpointing, place, resolve_device
 from agentgrpo.policy.gguf import find_smollm2_gguf, load_gguf
 from agentgrpo.policy.hub import resolve_source
-from agentgrpo.policy.lora import adapter_base, attach_lora, is_adapter_dir, is_peft_model, load_adapter
+from agentgrpo.policy.lora import (
+    adapter_base,
+    adapts_embeddings,
+    attach_lora,
+    is_adapter_dir,
+    is_peft_model,
+    load_adapter,
+)
 from agentgrpo.policy.presets import PRESETS, get_preset
 from agentgrpo.policy.settings import PolicyConfig
 from agentgrpo.policy.tokenizer import END_OF_TEXT, IM_END, train_tokenizer
@@ -176,8 +183,13 @@ AGENT_CONFIG_FILE = "agentgrpo.json"
 
 def write_model_files(model: Any, tokenizer: Any, directory: str | Path,
                       agent_config: dict[str, Any] | None = None) -> None:
-    """Model (safetensors), tokenizer and agent config into ``directory`` (not atomic: see save_policy)."""
-    model.save_pretrained(str(directory), safe_serialization=True)
+    """Model (safetensors; a LoRA model: its adapter), tokenizer and agent config into ``directory``
+    (not atomic: see save_policy)."""
+    if is_peft_model(model):  # saved as it was trained: peft's "auto" would ask the Hub about the base
+        model.save_pretrained(str(directory), safe_serialization=True,
+                              save_embedding_layers=adapts_embeddings(model))
+    else:
+        model.save_pretrained(str(directory), safe_serialization=True)
     tokenizer.save_pretrained(str(directory))
     if agent_config is not None:
         (Path(directory) / AGENT_CONFIG_FILE).write_text(json.dumps(agent_config, indent=2, sort_keys=True))

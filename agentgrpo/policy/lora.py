@@ -88,6 +88,12 @@ def load_adapter(base_model: Any, path: str | Path, trainable: bool) -> Any:
     return model if trainable else model.merge_and_unload()
 
 
+def adapts_embeddings(model: Any) -> bool:
+    """Whether a PEFT model's adapters sit on the embedding or output layer (then they are saved with it)."""
+    targets = [t for config in model.peft_config.values() for t in (config.target_modules or [])]
+    return any("embed" in t or "lm_head" in t for t in targets)
+
+
 def trainable_share(model: Any) -> tuple[int, int]:
     """(trainable parameters, all parameters)."""
     total = sum(p.numel() for p in model.parameters())

@@ -97,9 +97,10 @@ def test_lora_sft_then_two_grpo_steps_on_smollm2(tmp_path):
         find_smollm2_gguf()
     except FileNotFoundError as e:
         pytest.skip(str(e))
-    sft = lora_sft("smollm2-135m", tmp_path / "sft", "prompt_style=compact")
+    # the compact prompt and short sequences keep a 135M model's CPU time to a few minutes (two GGUF loads)
+    sft = lora_sft("smollm2-135m", tmp_path / "sft", "prompt_style=compact", "data.max_length=400")
     assert adapter_base(sft) == "smollm2-135m"
-    grpo = lora_grpo(sft, tmp_path / "grpo")
+    grpo = lora_grpo(sft, tmp_path / "grpo", "rollout.max_total_tokens=600")
     records = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2] and all(math.isfinite(r["loss/total"]) for r in records)
     assert (grpo / "adapter_model.safetensors").is_file()
