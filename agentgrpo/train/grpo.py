@@ -6,8 +6,15 @@ of G trajectories per task → score them (outcome, plus PRM-Lite when
 aborted by an LLM user's server that failed for good; a group left with fewer than two is
 skipped: ``drop_unusable``) → advantages and token weights (a named estimator from
 ``agentgrpo.algos``) → old/reference log-probs → ``ppo_epochs`` × mini-batches of
-updates on ``agentgrpo.algos.grpo_objective`` (``L_pg + β·KL + λ·L_LLDS − c_H·H``) → log →
-validate / checkpoint. The variant is entirely in the config; nothing here branches on it.
+updates on ``agentgrpo.algos.grpo_objective`` (``L_pg + β·KL + λ·L_LLDS − c_H·H``) → LLD
+diagnostics → log → validate / checkpoint. The variant is entirely in the config; nothing
+here branches on it.
+
+The step's partition into mini- and micro-batches is planned once (``plan_updates``): the
+old log-probs, every epoch's updates and the after-update LLD pass run on the same
+micro-batches, in the same mode, with dropout off (``agentgrpo.train.step_plan``), so on
+unchanged weights new == old bit for bit — LLDS is exactly 0 on the first mini-batch and
+the LLD rate is 0 when nothing was learned.
 
 Everything random is derived from ``(seed, step)`` (task order, user simulators,
 sampling, mini-batch shuffles), so a run resumed from a checkpoint repeats exactly
@@ -20,6 +27,8 @@ import math
 import random
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +59,7 @@ from agentgrpo.train.optim import make_optimizer, make_scheduler
 from agentgrpo.train.progress import progress_bar
 from agentgrpo.train.resume import check_resume_config
 from agentgrpo.train.rollout_metrics import rollout_metrics
+from agentgrpo.train.step_plan import UpdatePlan, disable_dropout, logprob_change, plan_updates
 from agentgrpo.train.tracking import make_tracker
 
 
@@ -97,6 +107,7 @@ class GRPOTrainer:
         dtype = getattr(torch, cfg.policy.dtype)
         checkpoint = self._resume_checkpoint(force) if resume else None
         self.model, self.tokenizer = load_for_training(cfg.policy, checkpoint / "model" if checkpoint else None)
+        disable_dropout(self.model)
         self.device = model_device(self.model)
         self.reference = self._load_reference(dtype)
         self.agent_config = read_agent_config(cfg.policy.init)
@@ -155,17 +166,20 @@ class GRPOTrainer:
                 timings["perf/score_s"] = time.perf_counter() - clock
 
                 clock = time.perf_counter()
-                self.compute_old_logprobs(batch)
+                plan = self.plan_updates(batch, step)
+                self.compute_old_logprobs(batch, plan)
                 timings["perf/old_logprob_s"] = time.perf_counter() - clock
 
                 clock = time.perf_counter()
-                update_metrics = self.update(batch, step)
+                update_metrics = self.update(batch, plan)
                 timings["perf/update_s"] = time.perf_counter() - clock
 
-                metrics = {**rollout_metrics(trajectories), **dropped.metrics(), **adv_metrics, **update_metrics,
-                           **timings}
+                metrics = {**rollout_metrics(trajectories), **dropped.metrics(), **adv_metrics, **update_metrics}
                 if t.lld_diagnostic:
-                    metrics.update(self.lld_rate(batch))
+                    clock = time.perf_counter()
+                    metrics.update(self.lld_diagnostics(batch, plan))
+                    timings["perf/lld_s"] = time.perf_counter() - clock
+                metrics.update(timings)
                 metrics["perf/step_s"] = sum(timings.values())
                 metrics["perf/engine_tokens_per_s"] = self.engine.last_stats.tokens_per_second
                 if t.val_every and (step + 1) % t.val_every == 0:
@@ -223,54 +237,66 @@ class GRPOTrainer:
         batch.advantages, batch.seq_advantages = advantages.token, advantages.sequence
         return batch, advantages.metrics
 
-    @torch.no_grad()
-    def compute_old_logprobs(self, batch: RolloutBatch) -> None:
-        """Behaviour-policy (and reference) log-probs: recomputed, or the sampler's (bypass)."""
-        if self.config.trainer.old_logprobs == "recompute":
-            batch.old_logprobs = self._batch_logprobs(self.forward, batch)
-        else:
-            batch.old_logprobs = batch.rollout_logprobs * batch.response_mask
-        if self.reference_forward is not None:
-            batch.ref_logprobs = self._batch_logprobs(self.reference_forward, batch)
-
-    def update(self, batch: RolloutBatch, step: int) -> dict[str, float]:
-        """``ppo_epochs`` passes of mini-batch updates; returns averaged loss metrics."""
+    def plan_updates(self, batch: RolloutBatch, step: int) -> UpdatePlan:
+        """The step's mini- and micro-batches, shuffled by ``(seed, step)`` (``plan_updates``; the
+        denominators are the mini-batch's, so the micro-batching does not change the gradient)."""
         t = self.config.trainer
-        generator = torch.Generator().manual_seed(derive_seed("shuffle", self.config.seed, step))
-        self.model.train()
-        sums: dict[str, float] = {}
-        updates = 0
-        for _ in range(t.ppo_epochs):
-            for rows in torch.randperm(batch.size, generator=generator).split(t.mini_batch_size):
-                for key, value in self._mini_batch_update(batch.select(rows)).items():
-                    sums[key] = sums.get(key, 0.0) + value
-                updates += 1
-        self.model.eval()
-        return {key: value / max(updates, 1) for key, value in sums.items()}
+        return plan_updates(batch.attention_mask.sum(dim=1), seed=derive_seed("shuffle", self.config.seed, step),
+                            mini_batch_size=t.mini_batch_size, micro_batch_size=t.micro_batch_size)
 
-    def _mini_batch_update(self, mini: RolloutBatch) -> dict[str, float]:
-        """One optimizer step on ``grpo_objective``, accumulated over length-grouped micro-batches."""
+    @torch.no_grad()
+    def compute_old_logprobs(self, batch: RolloutBatch, plan: UpdatePlan) -> None:
+        """Behaviour-policy (and reference) log-probs: recomputed on the plan's micro-batches
+        (those of the first update, so LLDS is exactly 0 there), or the sampler's (bypass)."""
+        with self._training_mode():
+            if self.config.trainer.old_logprobs == "recompute":
+                batch.old_logprobs = self._batch_logprobs(self.forward, batch, plan.micro_batches)
+            else:
+                batch.old_logprobs = batch.rollout_logprobs * batch.response_mask
+        if self.reference_forward is not None:
+            batch.ref_logprobs = self._batch_logprobs(self.reference_forward, batch, plan.micro_batches)
+
+    def update(self, batch: RolloutBatch, plan: UpdatePlan) -> dict[str, float]:
+        """``ppo_epochs`` passes over the planned mini-batches, one optimizer step each; returns
+        loss metrics averaged over them (``algo/grad_norm_max``: the largest pre-clip norm)."""
+        sums: dict[str, float] = {}
+        grad_norms = []
+        for _ in range(self.config.trainer.ppo_epochs):
+            for micro_batches in plan.mini_batches:
+                update = self._mini_batch_update(batch, micro_batches)
+                grad_norms.append(update["algo/grad_norm"])
+                for key, value in update.items():
+                    sums[key] = sums.get(key, 0.0) + value
+        metrics = {key: value / max(len(grad_norms), 1) for key, value in sums.items()}
+        metrics["algo/grad_norm_max"] = max(grad_norms, default=0.0)
+        return metrics
+
+    def _mini_batch_update(self, batch: RolloutBatch, micro_batches: list[list[int]]) -> dict[str, float]:
+        """One optimizer step on ``grpo_objective``, accumulated over the mini-batch's micro-batches."""
         algo, t = self.config.algo, self.config.trainer
+        rows = [row for micro in micro_batches for row in micro]
+        mask = batch.response_mask[rows]
         # the mini-batch's counts as denominators: micro-batch losses add up to its loss and gradient
-        counts = {"num_tokens": mini.response_mask.sum(), "num_seqs": mini.size,
-                  "num_preserve_tokens": preserve_token_count(mini.seq_advantages, mini.response_mask)}
+        counts = {"num_tokens": mask.sum(), "num_seqs": len(rows),
+                  "num_preserve_tokens": preserve_token_count(batch.seq_advantages[rows], mask)}
         metrics: dict[str, float] = {}
         self.optimizer.zero_grad(set_to_none=True)
-        for rows in self._micro_batches(mini, t.micro_batch_size):
-            micro = mini.select(rows)
-            scores = self.forward.token_logprobs(micro.input_ids, micro.attention_mask, micro.response_mask,
-                                                 temperature=self._temperature, with_entropy=True,
-                                                 entropy_grad=algo.entropy_coef > 0)
-            loss, parts = grpo_objective(
-                scores.logprobs, micro.old_logprobs, micro.advantages, micro.response_mask,
-                seq_adv=micro.seq_advantages, ref_logp=micro.ref_logprobs, entropy=scores.entropy,
-                clip_low=algo.clip_low, clip_high=algo.clip_high, loss_agg=algo.loss_agg,
-                importance=algo.importance, kl_coef=algo.kl_coef, kl_kind=algo.kl_kind,
-                llds_coef=algo.llds_coef, llds_gate=algo.llds_gate, entropy_coef=algo.entropy_coef, **counts)
-            loss.backward()
-            share = len(rows) / mini.size
-            for key, value in parts.items():  # loss/* add up over micro-batches; algo/* are row shares
-                metrics[key] = metrics.get(key, 0.0) + (value if key.startswith("loss/") else share * value)
+        with self._training_mode():
+            for micro_rows in micro_batches:
+                micro = batch.select(micro_rows)
+                scores = self.forward.token_logprobs(micro.input_ids, micro.attention_mask, micro.response_mask,
+                                                     temperature=self._temperature, with_entropy=True,
+                                                     entropy_grad=algo.entropy_coef > 0)
+                loss, parts = grpo_objective(
+                    scores.logprobs, micro.old_logprobs, micro.advantages, micro.response_mask,
+                    seq_adv=micro.seq_advantages, ref_logp=micro.ref_logprobs, entropy=scores.entropy,
+                    clip_low=algo.clip_low, clip_high=algo.clip_high, loss_agg=algo.loss_agg,
+                    importance=algo.importance, kl_coef=algo.kl_coef, kl_kind=algo.kl_kind,
+                    llds_coef=algo.llds_coef, llds_gate=algo.llds_gate, entropy_coef=algo.entropy_coef, **counts)
+                loss.backward()
+                share = len(micro_rows) / len(rows)
+                for key, value in parts.items():  # loss/* add up over micro-batches; algo/* are row shares
+                    metrics[key] = metrics.get(key, 0.0) + (value if key.startswith("loss/") else share * value)
         metrics["algo/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.max_grad_norm))
         self.optimizer.step()
         self.scheduler.step()
@@ -278,11 +304,16 @@ class GRPOTrainer:
         return metrics
 
     @torch.no_grad()
-    def lld_rate(self, batch: RolloutBatch) -> dict[str, float]:
-        """Share of preserve-set actions whose log-likelihood fell over this step's updates."""
-        new = self._batch_logprobs(self.forward, batch)
+    def lld_diagnostics(self, batch: RolloutBatch, plan: UpdatePlan) -> dict[str, float]:
+        """After the step's updates, one forward pass on the plan's micro-batches: ``algo/lld_rate``
+        (share of preserve-set actions whose log-likelihood fell) and the mean per-token
+        log-prob change of A ≥ 0 and A < 0 rows (``logprob_change``). Exactly 0 when the
+        weights did not move."""
+        with self._training_mode():
+            new = self._batch_logprobs(self.forward, batch, plan.micro_batches)
         _, metrics = llds_loss(new, batch.old_logprobs, batch.seq_advantages, batch.response_mask)
-        return {"algo/lld_rate": float(metrics["lld/action_rate"])}
+        return {"algo/lld_rate": float(metrics["lld/action_rate"]),
+                **logprob_change(new, batch.old_logprobs, batch.seq_advantages, batch.response_mask)}
 
     def validate(self, step: int) -> dict[str, float]:
         """pass^1 on the validation split (training families, never trained on): what checkpoints are chosen by."""
@@ -295,7 +326,8 @@ class GRPOTrainer:
         val_rollout = dataclasses.replace(cfg.rollout, temperature=cfg.trainer.val_temperature)
         engine = RolloutEngine(self.model, self.chat, val_rollout)
         trajectories = engine.run(specs, seed=derive_seed("val", cfg.seed, step))
-        return {"val/pass1": statistics.fmean(t.outcome_reward for t in trajectories) if trajectories else 0.0}
+        return {"val/pass1": statistics.fmean(t.outcome_reward for t in trajectories) if trajectories else 0.0,
+                "val/episodes": float(len(trajectories))}  # its sample size, for diagnose's val-vs-test check
 
     def save(self, step: int) -> Path:
         state = {"config": to_dict(self.config), "experiment": self.config.experiment}
@@ -308,22 +340,28 @@ class GRPOTrainer:
         temperature = self.config.rollout.temperature
         return temperature if temperature > 0 else 1.0
 
-    def _batch_logprobs(self, forward: PolicyForward, batch: RolloutBatch) -> torch.Tensor:
-        """(B, T) log-probs of the response tokens, in micro-batches of similar lengths."""
+    @contextmanager
+    def _training_mode(self) -> Iterator[None]:
+        """Training mode for the old log-probs, the update and the LLD pass alike: with dropout
+        off the mode only switches gradient checkpointing, which changes no value, but it also
+        decides whether the forward shares the prompt prefix, so all three must agree."""
+        was_training = self.model.training
+        self.model.train()
+        try:
+            yield
+        finally:
+            self.model.train(was_training)
+
+    def _batch_logprobs(self, forward: PolicyForward, batch: RolloutBatch,
+                        micro_batches: list[list[int]]) -> torch.Tensor:
+        """(B, T) log-probs of the response tokens, one forward pass per micro-batch."""
         out = torch.zeros_like(batch.response_mask)
-        for rows in self._micro_batches(batch, self.config.trainer.micro_batch_size):
+        for rows in micro_batches:
             part = batch.select(rows)
             logp = forward.token_logprobs(part.input_ids, part.attention_mask, part.response_mask,
                                           temperature=self._temperature).logprobs
             out[rows, : logp.shape[1]] = logp
         return out
-
-    @staticmethod
-    def _micro_batches(batch: RolloutBatch, size: int) -> list[list[int]]:
-        """Rows grouped by length, so a micro-batch pads little (denominators are global,
-        so the grouping does not change the gradient)."""
-        order = torch.argsort(batch.attention_mask.sum(dim=1), stable=True).tolist()
-        return [order[start : start + size] for start in range(0, len(order), size)]
 
 
 def train_grpo(config: GRPOConfig, resume: bool = False, force: bool = False) -> Path:

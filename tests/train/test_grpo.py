@@ -91,7 +91,8 @@ def test_vanilla_update_equals_the_hand_checked_grpo_gradient(tiny_policy_dir, t
     # group (1, 0): mean 0.5, std 0.5 → A = ±0.5/(0.5 + 1e-6); group (1, 1): A = 0
     a = 0.5 / (0.5 + 1e-6)
     torch.testing.assert_close(batch.seq_advantages, torch.tensor([a, -a, 0.0, 0.0]))
-    trainer.compute_old_logprobs(batch)
+    plan = trainer.plan_updates(batch, step=0)
+    trainer.compute_old_logprobs(batch, plan)
     before = [p.detach().clone() for p in trainer.model.parameters()]
 
     # by hand: ratio = 1, so loss = -(1/B) Σ_b Σ_t (A_b / L_b) · logp[b, t] and the SGD step is -∇loss
@@ -105,7 +106,7 @@ def test_vanilla_update_equals_the_hand_checked_grpo_gradient(tiny_policy_dir, t
     loss.backward()
     expected = [b - p.grad for b, p in zip(before, trainer.model.parameters())]
 
-    trainer.update(batch, step=0)
+    trainer.update(batch, plan)
     for got, want in zip(trainer.model.parameters(), expected):
         torch.testing.assert_close(got.detach(), want, atol=2e-6, rtol=1e-5)
 

@@ -1,0 +1,139 @@
+"""Exact LLD diagnostics on a real rollout batch: old log-probs, the update's log-probs and the
+after-update LLD pass see the same micro-batches (``plan_updates``), so on unchanged weights
+new == old bit for bit — LLDS is exactly 0 on the first mini-batch and a step with lr = 0 logs
+an LLD rate and log-prob changes of exactly 0 — with micro-batches of several rows."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from helpers import SMALL_ENV_OVERRIDES
+
+from agentgrpo.config import load_config
+from agentgrpo.train.grpo import GRPOTrainer
+from agentgrpo.train.grpo_config import GRPOConfig
+from agentgrpo.train.step_plan import disable_dropout, logprob_change, plan_updates
+
+
+def llds_config(policy_dir, run_dir, *overrides: str) -> GRPOConfig:
+    """Eight episodes per step (2 tasks × G = 4), two mini-batches of two micro-batches of two rows;
+    the process score in the reward gives the untrained policy's episodes advantages of both signs."""
+    return load_config(GRPOConfig, [
+        *SMALL_ENV_OVERRIDES, f"policy.init={policy_dir}", f"run_dir={run_dir}", "experiment=llds",
+        "reward.process_coef=0.3",
+        "rollout.max_turns=2", "rollout.max_new_tokens=16", "rollout.max_total_tokens=900",
+        "trainer.steps=1", "trainer.tasks_per_step=2", "trainer.group_size=4",
+        "trainer.mini_batch_size=4", "trainer.micro_batch_size=2", "trainer.save_every=0",
+        "trainer.lr=1e-3", "logging.progress=false", *overrides,
+    ], defaults="grpo.yaml")
+
+
+@pytest.fixture(scope="module")
+def trajectories(tiny_policy_dir, tmp_path_factory):
+    """One real rollout batch of the tiny policy (8 episodes of up to 2 turns), shared by the tests."""
+    trainer = GRPOTrainer(llds_config(tiny_policy_dir, tmp_path_factory.mktemp("rollout")))
+    trajectories = trainer.collect_rollouts(0)
+    trainer.score(trajectories)
+    return trajectories
+
+
+@pytest.mark.parametrize("overrides", [[], ["policy.gradient_checkpointing=true"]], ids=["plain", "checkpointed"])
+def test_first_mini_batch_sees_new_equal_old_bit_for_bit(tiny_policy_dir, tmp_path, trajectories, overrides):
+    trainer = GRPOTrainer(llds_config(tiny_policy_dir, tmp_path, *overrides))
+    batch, _ = trainer.compute_advantages(trajectories)
+    plan = trainer.plan_updates(batch, step=0)
+    assert [len(micro) for micro in plan.micro_batches] == [2, 2, 2, 2]
+    assert any(len(t.turns) > 1 for t in trajectories)  # several actions per row: the action gate has work
+    trainer.compute_old_logprobs(batch, plan)
+
+    # the test has teeth: scored in other company, a row's log-probs are not bit-equal
+    other = [plan.micro_batches[0][0], plan.micro_batches[-1][-1]]
+    with trainer._training_mode(), torch.no_grad():
+        moved = trainer._batch_logprobs(trainer.forward, batch, [other])
+    assert not torch.equal(moved[other], batch.old_logprobs[other])
+
+    metrics = trainer._mini_batch_update(batch, plan.mini_batches[0])
+    assert metrics["loss/llds"] == 0.0
+    assert metrics["algo/llds_gated_action_frac"] == 0.0
+    assert metrics["algo/llds_penalized_token_frac"] == 0.0
+    assert metrics["algo/lld_action_rate"] == 0.0
+    assert metrics["algo/ppo_kl"] == 0.0 and metrics["algo/ratio_max"] == 1.0
+    assert 0 < metrics["algo/llds_preserve_frac"] < 1  # both signs of A: the zeros mean something
+
+
+def test_a_step_with_lr_zero_logs_exactly_zero_likelihood_change(tiny_policy_dir, tmp_path):
+    config = llds_config(tiny_policy_dir, tmp_path, "trainer.lr=0", "trainer.ppo_epochs=2", "algo.kl_coef=0")
+    GRPOTrainer(config).train()
+    record = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
+    # every one of the 2 epochs × 2 mini-batches saw new == old: LLDS and the LLD rate are exactly 0
+    assert record["loss/llds"] == 0.0 and record["algo/llds_gated_action_frac"] == 0.0
+    assert record["algo/lld_action_rate"] == 0.0 and record["algo/ratio_max"] == 1.0
+    assert record["algo/lld_rate"] == 0.0
+    assert record["algo/logp_change_adv_nonneg"] == 0.0 and record["algo/logp_change_adv_neg"] == 0.0
+    assert record["algo/grad_norm_max"] >= record["algo/grad_norm"] > 0  # a real gradient, not applied
+
+
+def test_a_step_that_learns_moves_the_likelihood(tiny_policy_dir, tmp_path, trajectories):
+    trainer = GRPOTrainer(llds_config(tiny_policy_dir, tmp_path, "trainer.lr=1e-4"))
+    batch, _ = trainer.compute_advantages(trajectories)
+    plan = trainer.plan_updates(batch, step=0)
+    trainer.compute_old_logprobs(batch, plan)
+    update = trainer.update(batch, plan)
+    after = trainer.lld_diagnostics(batch, plan)
+    assert update["loss/llds"] > 0  # the second mini-batch sees the first one's update
+    # at a small learning rate GRPO raises the likelihood of A > 0 episodes and lowers that of
+    # A < 0 ones (at 3e-3 both fall on this batch: Lazy Likelihood Displacement in one step)
+    assert after["algo/logp_change_adv_neg"] < 0 < after["algo/logp_change_adv_nonneg"]
+    assert 0 <= after["algo/lld_rate"] < 0.5
+
+
+def test_plan_cuts_each_shuffled_mini_batch_into_length_sorted_micro_batches():
+    lengths = torch.tensor([50, 10, 40, 30, 20, 60, 70, 5])
+    plan = plan_updates(lengths, seed=3, mini_batch_size=4, micro_batch_size=2)
+    permutation = torch.randperm(8, generator=torch.Generator().manual_seed(3)).tolist()
+    for mini, rows in zip(plan.mini_batches, (permutation[:4], permutation[4:])):
+        ordered = sorted(rows, key=lambda r: lengths[r].item())
+        assert mini == [ordered[:2], ordered[2:]]
+    assert sorted(r for micro in plan.micro_batches for r in micro) == list(range(8))
+    assert plan == plan_updates(lengths, seed=3, mini_batch_size=4, micro_batch_size=2)  # a function of the seed
+
+
+def test_plan_keeps_a_short_last_mini_batch():
+    plan = plan_updates(torch.tensor([3, 1, 2, 5, 4, 6]), seed=0, mini_batch_size=4, micro_batch_size=2)
+    assert [len(mini) for mini in plan.mini_batches] == [2, 1]
+    assert sum(len(micro) for micro in plan.micro_batches) == 6
+
+
+def test_logprob_change_by_hand():
+    mask = torch.tensor([[0.0, 1, 1, 0], [1, 1, 1, 1], [0, 0, 1, 1]])
+    old = torch.zeros(3, 4)
+    new = torch.tensor([[9.0, -0.5, 0.1, 9], [0.2, 0.2, 0.2, 0.2], [9, 9, -1.0, -2.0]])
+    # rows 0 and 1 have A ≥ 0: (-0.5 + 0.1 + 4 × 0.2) / 6; row 2 has A < 0: (-1 - 2) / 2
+    change = logprob_change(new, old, torch.tensor([0.0, 1.0, -1.0]), mask)
+    assert change["algo/logp_change_adv_nonneg"] == pytest.approx(0.4 / 6)
+    assert change["algo/logp_change_adv_neg"] == pytest.approx(-1.5)
+    assert math.isnan(logprob_change(new, old, torch.tensor([1.0, 1.0, 1.0]), mask)["algo/logp_change_adv_neg"])
+
+
+def test_disable_dropout_zeroes_modules_and_attention_dropout():
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention_dropout = 0.1
+            self.drop = torch.nn.Dropout(0.3)
+
+    model = torch.nn.Sequential(Attention(), torch.nn.Dropout2d(0.5), torch.nn.Linear(2, 2))
+    disable_dropout(model)
+    assert model[0].attention_dropout == 0.0 and model[0].drop.p == 0.0 and model[1].p == 0.0
+    x = torch.randn(4, 2)
+    model.train()
+    assert torch.equal(model[0].drop(x), x)
+
+
+def test_the_trainer_switches_off_loras_dropout(tiny_policy_dir, tmp_path):
+    pytest.importorskip("peft", reason="LoRA needs peft: pip install 'agentgrpo[lora]'")
+    trainer = GRPOTrainer(llds_config(tiny_policy_dir, tmp_path, "policy.lora.rank=4", "policy.lora.dropout=0.1"))
+    dropouts = [m for m in trainer.model.modules() if isinstance(m, torch.nn.Dropout)]
+    assert dropouts and all(m.p == 0.0 for m in dropouts)  # the update's forward is the sampler's
