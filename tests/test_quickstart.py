@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import SMALL_ENV_OVERRIDES
 
 from agentgrpo.config import split_overrides
@@ -30,10 +31,22 @@ def test_quickstart_writes_report_and_summary(tmp_path):
     for name in ("sft", "grpo"):
         m = saved["checkpoints"][name]
         assert set(m["pass^1"]) == {"covered_seen", "uncovered_seen", "unseen", "train"}
-        assert set(m) == {"pass^1", "generalization", "error_rate", "reasoning_depth_p50", "aborted"}
+        assert set(m) == {"pass^1", "generalization", "write_pass^1", "do_nothing_floor", "error_rate",
+                          "reasoning_depth_p50", "aborted", "ci"}
         assert m["aborted"] == 0
         assert all(0.0 <= v <= 1.0 for v in m["pass^1"].values())
+        assert m["ci"]["pass^1"]["low"] <= m["ci"]["pass^1"]["value"] <= m["ci"]["pass^1"]["high"]
+    assert saved["checkpoints"]["sft"]["do_nothing_floor"] == saved["checkpoints"]["grpo"]["do_nothing_floor"]
+    paired = saved["paired_grpo_minus_sft"]
+    assert paired["tasks"] == 12 and paired["trials"] == 1
+    assert {"overall", "split/train", "generalization"} <= set(paired["difference"])
+    overall = paired["difference"]["overall"]
+    grpo, sft = (json.loads((tmp_path / f"eval_{n}" / "eval.json").read_text())["metrics"] for n in ("grpo", "sft"))
+    assert overall["value"] == pytest.approx(grpo["pass^k"]["1"] - sft["pass^k"]["1"])
+    assert overall["low"] <= overall["value"] <= overall["high"]
     report = (tmp_path / "report.md").read_text()
     assert "| Overall pass^1 |" in report and "training_curves.png" in report
+    assert "Δ vs SFT (paired, 95% CI)" in report and "| Do-nothing floor |" in report
+    assert "GRPO − SFT, paired over the same 12 tasks × 1 trial(s)" in report
     assert (tmp_path / "training_curves.png").stat().st_size > 10_000
     assert (tmp_path / "eval_grpo" / "transcripts.jsonl").is_file()

@@ -22,6 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="output directory (eval.json, eval.md, transcripts.jsonl)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the finished episodes of --out's transcripts.jsonl and play only the others")
+    parser.add_argument("--compare-to", metavar="DIR",
+                        help="an earlier evaluation (its out_dir) of the same tasks, trials and seed: write the "
+                             "paired difference (this − that) with 95%% intervals to compare.md / compare.json")
     parser.add_argument("--config", help="a YAML file merged over configs/eval.yaml")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
@@ -53,6 +56,10 @@ def _source(overrides: list[str], config_file: str | None) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from agentgrpo.eval.compare import compare_evals, load_eval
     from agentgrpo.eval.evaluator import evaluate
     from agentgrpo.preflight import preflight_eval
 
@@ -65,8 +72,14 @@ def run(args: argparse.Namespace) -> int:
         print(to_yaml(config))
         return 0
     preflight_eval(config)
+    baseline = load_eval(args.compare_to) if args.compare_to else None  # a wrong path fails before any episode
     report = evaluate(config, resume=args.resume)
     print(report.to_markdown())
     resumed = f" ({report.resumed} finished episodes kept from the earlier run)" if args.resume else ""
     print(f"written to {config.out_dir}/ (eval.json, eval.md, transcripts.jsonl){resumed}")
+    if baseline is not None:
+        diff = compare_evals(report, baseline, names=(report.policy, str(baseline.get("policy", args.compare_to))))
+        (Path(config.out_dir) / "compare.json").write_text(json.dumps(diff.to_dict(), indent=2))
+        (Path(config.out_dir) / "compare.md").write_text(diff.to_markdown())
+        print(diff.to_markdown())
     return 0

@@ -12,7 +12,12 @@ episode whose server request still fails after its retries is ``aborted``: count
 left out of every metric, never the end of the run. The report has pass^k and pass@k
 for k = 1..n (over the tasks with at least k finished trials), pass^1 per split and per
 family, the seed's Generalization pass^1, the error rate, the reasoning depth (p50
-assistant tokens per turn) and the aborted count, written as ``eval.json`` and ``eval.md``.
+assistant tokens per turn) and the aborted count; each pass figure with its 95% bootstrap
+interval over tasks, the do-nothing floor, pass^1 on write tasks and PRM-Lite's AUROC
+(``agentgrpo.eval.summary``). It is written as ``eval.json`` and ``eval.md``.
+
+The tasks are the env's own splits, or ``tasks_per_split`` fresh ones per split from
+held-out worlds (``agentgrpo.eval.tasks``). docs/evaluation.md says what is reproducible.
 """
 from __future__ import annotations
 
@@ -20,17 +25,30 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentgrpo.config import require
 from agentgrpo.endpoint import RequestConfig
-from agentgrpo.envs.airline.factory import SPLIT_NAMES, TRAIN_SPLITS, EnvBundle, EnvConfig, build_env
-from agentgrpo.eval.metrics import generalization, pass_at_k, pass_hat_k, percentile_50
+from agentgrpo.envs.airline.factory import (
+    HELDOUT_SEED_BASE,
+    SPLIT_NAMES,
+    VALIDATION_SPLIT,
+    EnvBundle,
+    EnvConfig,
+    build_env,
+    split_families,
+)
+from agentgrpo.eval.summary import summarize
 from agentgrpo.policy.settings import EvalPolicyConfig
 from agentgrpo.rollout.engine import RolloutConfig
 
+if TYPE_CHECKING:
+    from agentgrpo.eval.tasks import EvalTask
+
 AGENT_POLICIES = ("oracle", "openai")
 """``policy`` values that are not checkpoints."""
+EVAL_SPLITS = (*SPLIT_NAMES, VALIDATION_SPLIT)
+__all__ = ["EvalConfig", "EvalReport", "EpisodeRecord", "evaluate", "summarize", "user_seed"]
 
 
 @dataclass
@@ -59,7 +77,19 @@ class EvalConfig:
     seed: int = 0
     out_dir: str = "runs/eval"
     env: EnvConfig = field(default_factory=EnvConfig)
+    """The training environment: its splits are evaluated (``tasks_per_split`` = 0), or say
+    which families each held-out split draws (covered_seen: families with demonstrations…)."""
     splits: list[str] = field(default_factory=lambda: list(SPLIT_NAMES))
+    """Splits evaluated: covered_seen, uncovered_seen, unseen (test), or validation alone
+    (what checkpoints and settings are chosen by; never mixed with the test splits)."""
+    tasks_per_split: int = 0
+    """0: the tasks of env's own splits (the training pool's covered_seen / uncovered_seen
+    tasks, its unseen tasks, its env.splits.validation tasks): cheap, the seed's layout.
+    N > 0: N fresh tasks per split from held-out worlds (``heldout_seed``), each split the
+    families that stand there in training; one episode moves pass^1 by 1/(N·trials)."""
+    heldout_seed: int = 0
+    """Which held-out worlds (tasks_per_split > 0): test worlds have seeds 10^9 + 10^4·s + w,
+    validation worlds 2·10^9 + 10^4·s + w, so neither meets a training world (env.seed < 10^9)."""
     trials: int = 4
     """Trials per task (n of pass^k); each with a differently seeded user."""
     rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(temperature=0.0))
@@ -77,9 +107,21 @@ class EvalConfig:
         if isinstance(self.policy, str):  # EvalConfig(policy="oracle") from Python, like policy=oracle on the CLI
             self.policy = EvalPolicyConfig(init=self.policy)
         require(self.trials >= 1, "trials", self.trials, "must be >= 1")
-        unknown = [s for s in self.splits if s not in SPLIT_NAMES]
-        require(bool(self.splits) and not unknown, "splits", self.splits,
-                f"must be a non-empty list of {list(SPLIT_NAMES)}")
+        unknown = [s for s in self.splits if s not in EVAL_SPLITS]
+        require(bool(self.splits) and not unknown and len(set(self.splits)) == len(self.splits), "splits",
+                self.splits, f"must be a non-empty list of distinct names from {list(EVAL_SPLITS)}")
+        require(VALIDATION_SPLIT not in self.splits or self.splits == [VALIDATION_SPLIT], "splits", self.splits,
+                "evaluate validation on its own (splits=[validation]): it chooses checkpoints, the test splits "
+                "report them")
+        require(self.tasks_per_split >= 0, "tasks_per_split", self.tasks_per_split,
+                "must be >= 0 (0 = the env's own splits)")
+        if self.tasks_per_split:
+            require(self.env.source == "generated", "tasks_per_split", self.tasks_per_split,
+                    "held-out tasks need env.source=generated (τ-bench's task set is fixed); set tasks_per_split=0")
+            require(self.env.seed < HELDOUT_SEED_BASE["test"], "env.seed", self.env.seed,
+                    f"must be < {HELDOUT_SEED_BASE['test']} with tasks_per_split > 0 (held-out worlds' seeds start "
+                    "there)")
+        require(0 <= self.heldout_seed < 100_000, "heldout_seed", self.heldout_seed, "must be in [0, 100000)")
         require(self.max_batch >= 1, "max_batch", self.max_batch, "must be >= 1 (episodes rolled out together)")
         require(self.concurrency >= 1, "concurrency", self.concurrency, "must be >= 1 (episodes at once)")
 
@@ -108,6 +150,10 @@ class EpisodeRecord:
     messages: list[dict[str, Any]] = field(default_factory=list)
     aborted: bool = False
     error: str | None = None
+    user_seed: int | None = None
+    """Seed of this trial's user simulator (pairing two evaluations checks it); None in old logs."""
+    process_score: float | None = None
+    """PRM-Lite's process score of the episode (packaged weights), for the AUROC; None if unscored."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -127,6 +173,11 @@ class EvalReport:
     """Finished episodes taken from an earlier run's transcripts.jsonl (``--resume``)."""
     episodes_run: int = 0
     """Episodes played by this run (finished or aborted)."""
+    seed: int = 0
+    """The evaluation's seed (users' seeds, the sampler's): pairing needs the same one."""
+    task_set: dict[str, Any] = field(default_factory=dict)
+    """Where the tasks came from: ``source`` (env / heldout), ``tasks_per_split``, ``heldout_seed``,
+    ``worlds`` (seeds of the held-out worlds used) and ``families`` (each split's)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,116 +188,59 @@ class EvalReport:
         return {
             "pass^1": dict(m["pass^1_by_split"]),
             "generalization": m["generalization"],
+            "write_pass^1": m.get("write_pass^1"),
+            "do_nothing_floor": m.get("do_nothing_floor"),
             "error_rate": m["error_rate"],
             "reasoning_depth_p50": m["reasoning_depth_p50"],
             "aborted": m["aborted"],
+            "ci": {"pass^1": m["ci"]["pass^k"][1], "pass^1_by_split": dict(m["ci"]["pass^1_by_split"]),
+                   "generalization": m["ci"]["generalization"]},
         }
 
     def to_markdown(self) -> str:
-        m = self.metrics
-        left_out = f" ({m['aborted']} aborted episode(s) left out)" if m["aborted"] else ""
-        lines = [
-            f"# Evaluation: `{self.policy}`",
-            "",
-            f"{self.trials} trial(s) per task, temperature {self.temperature}, "
-            f"splits {self.split_sizes}, {self.wall_seconds:.0f} s. {m['episodes']} episodes finished, "
-            f"{m['aborted']} aborted (a server request failed for good; left out of every metric).",
-            "",
-            "| metric | value |",
-            "|---|---|",
-        ]
-        for k, value in m["pass^k"].items():
-            lines.append(f"| pass^{k} | {value:.3f}{_over(m, k, left_out)} |")
-        for k, value in m["pass@k"].items():
-            lines.append(f"| pass@{k} | {value:.3f}{_over(m, k, left_out)} |")
-        for split, value in m["pass^1_by_split"].items():
-            lines.append(f"| pass^1 {split} | {value:.3f} |")
-        lines += [
-            f"| Generalization pass^1 | {m['generalization']:.3f} |",
-            f"| error rate | {m['error_rate']:.3f} |",
-            f"| reasoning depth (p50 tokens/turn) | {m['reasoning_depth_p50']:.0f} |",
-            f"| aborted episodes | {m['aborted']} |",
-            "",
-            "| family | pass^1 |",
-            "|---|---|",
-        ]
-        lines += [f"| {family} | {value:.3f} |" for family, value in sorted(m["pass^1_by_family"].items())]
-        return "\n".join(lines) + "\n"
+        from agentgrpo.eval.markdown import report_markdown
 
-
-def _over(metrics: dict[str, Any], k: int, left_out: str) -> str:
-    """What a pass^k cell is computed over, when that is not every task of the run."""
-    tasks, all_tasks = metrics["pass^k_tasks"][k], metrics["tasks"]
-    partial = f" over {tasks} of {all_tasks} tasks" if tasks != all_tasks else ""
-    return f"{partial}{left_out}" if (partial or left_out) else ""
-
-
-def summarize(records: list[EpisodeRecord], trials: int, split_sizes: dict[str, int]) -> tuple[dict, list]:
-    """Metrics of DESIGN.md §7 from episode records (pure; tests call it directly).
-
-    Aborted episodes are left out of everything but ``metrics["aborted"]``; pass^k and
-    pass@k are over the tasks with at least k finished trials (``pass^k_tasks[k]``).
-    """
-    finished = [r for r in records if not r.aborted]
-    by_task: dict[str, list[EpisodeRecord]] = {}
-    for record in finished:
-        by_task.setdefault(record.task_id, []).append(record)
-    per_task = [
-        {"task_id": tid, "split": rs[0].split, "family": rs[0].family,
-         "successes": [r.reward == 1.0 for r in sorted(rs, key=lambda r: r.trial)]}
-        for tid, rs in by_task.items()
-    ]
-
-    def pass1(rows: list[dict]) -> float:
-        return pass_hat_k([r["successes"] for r in rows], 1) if rows else 0.0
-
-    def at_least(k: int) -> list[list[bool]]:
-        return [t["successes"] for t in per_task if len(t["successes"]) >= k]
-
-    by_split = {s: pass1([t for t in per_task if t["split"] == s]) for s in split_sizes if split_sizes[s]}
-    train_rows = [t for t in per_task if t["split"] in TRAIN_SPLITS]
-    if train_rows:
-        by_split["train"] = pass1(train_rows)
-    families = sorted({t["family"] for t in per_task})
-    metrics = {
-        "pass^k": {k: pass_hat_k(at_least(k), k) for k in range(1, trials + 1)},
-        "pass@k": {k: pass_at_k(at_least(k), k) for k in range(1, trials + 1)},
-        "pass^k_tasks": {k: len(at_least(k)) for k in range(1, trials + 1)},
-        "pass^1_by_split": by_split,
-        "pass^1_by_family": {f: pass1([t for t in per_task if t["family"] == f]) for f in families},
-        "generalization": generalization(by_split, split_sizes),
-        "error_rate": sum(r.has_error for r in finished) / len(finished) if finished else 0.0,
-        "reasoning_depth_p50": percentile_50([n for r in finished for n in r.turn_tokens]),
-        "episodes": len(finished),
-        "aborted": len(records) - len(finished),
-        "tasks": len({r.task_id for r in records}),
-    }
-    return metrics, per_task
+        return report_markdown(self)
 
 
 def evaluate(config: EvalConfig, bundle: EnvBundle | None = None, resume: bool = False) -> EvalReport:
     """Run ``config.policy`` on every task of ``config.splits``; write and return the report.
 
+    ``bundle``: the training environment (``build_env(config.env)`` when not given).
     ``resume``: keep the finished episodes of ``out_dir/transcripts.jsonl`` (an earlier,
     interrupted run of the same config) and play only the others.
     """
     from agentgrpo.eval.runner import EpisodeLog, episode_jobs, run_jobs
+    from agentgrpo.eval.tasks import eval_tasks
 
     start = time.perf_counter()
     bundle = bundle or build_env(config.env)
-    jobs = episode_jobs(config, bundle)
+    tasks = eval_tasks(config, bundle)
+    jobs = episode_jobs(config, tasks)
     log = EpisodeLog(config, jobs, resume=resume)
-    records = run_jobs(config, bundle, jobs, log)
+    records = run_jobs(config, jobs, log)
     log.finish(records)
-    split_sizes = {s: len(bundle.splits[s]) for s in config.splits}
-    metrics, per_task = summarize(records, config.trials, split_sizes)
+    split_sizes = {s: sum(t.split == s for t in tasks) for s in config.splits}
+    facts = {t.task.task_id: t.facts for t in tasks}
+    metrics, per_task = summarize(records, config.trials, split_sizes, facts)
     report = EvalReport(config.policy.init, config.trials, config.rollout.temperature, split_sizes, metrics,
                         per_task, time.perf_counter() - start, resumed=log.resumed,
-                        episodes_run=len(records) - log.resumed)
+                        episodes_run=len(records) - log.resumed, seed=config.seed,
+                        task_set=_task_set(config, bundle, tasks))
     out = Path(config.out_dir)
     (out / "eval.json").write_text(json.dumps(report.to_dict(), indent=2))
     (out / "eval.md").write_text(report.to_markdown())
     return report
+
+
+def _task_set(config: EvalConfig, bundle: EnvBundle, tasks: list[EvalTask]) -> dict[str, Any]:
+    """``EvalReport.task_set``: where the evaluated tasks came from."""
+    if config.tasks_per_split == 0:
+        return {"source": "env", "env_seed": config.env.seed, "env_source": config.env.source}
+    families = split_families(bundle)
+    worlds = sorted({t.bundle.world_seed for t in tasks if t.bundle.world_seed is not None})
+    return {"source": "heldout", "tasks_per_split": config.tasks_per_split, "heldout_seed": config.heldout_seed,
+            "worlds": worlds, "families": {s: families[s] for s in config.splits}}
 
 
 def user_seed(config: EvalConfig, task_index: int, trial: int) -> int:

@@ -25,19 +25,32 @@ def pass_at_k(successes: Sequence[Sequence[bool]], k: int) -> float:
     return _mean_over_tasks(successes, k, "pass@", lambda n, c: 1.0 - comb(n - c, k) / comb(n, k))
 
 
+def task_pass_hat_k(trials: Sequence[bool], k: int) -> float:
+    """One task's pass^k, C(c, k) / C(n, k): what ``pass_hat_k`` averages (and a bootstrap resamples)."""
+    return _per_task([trials], k, "pass^", lambda n, c: comb(c, k) / comb(n, k))[0]
+
+
+def task_pass_at_k(trials: Sequence[bool], k: int) -> float:
+    """One task's pass@k, 1 − C(n−c, k) / C(n, k)."""
+    return _per_task([trials], k, "pass@", lambda n, c: 1.0 - comb(n - c, k) / comb(n, k))[0]
+
+
 def _mean_over_tasks(successes: Sequence[Sequence[bool]], k: int, name: str, per_task) -> float:
     """Mean of ``per_task(n, c)`` over tasks (n trials, c successes), checking k ≤ n."""
+    values = _per_task(successes, k, name, per_task)
+    return sum(values) / len(values) if values else 0.0
+
+
+def _per_task(successes: Sequence[Sequence[bool]], k: int, name: str, per_task) -> list[float]:
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    if not successes:
-        return 0.0
-    total = 0.0
+    values = []
     for trials in successes:
         n, c = len(trials), sum(bool(t) for t in trials)
         if n < k:
             raise ValueError(f"{name}{k} needs at least {k} trials per task, a task has {n}")
-        total += per_task(n, c)
-    return total / len(successes)
+        values.append(per_task(n, c))
+    return values
 
 
 def generalization(split_pass1: Mapping[str, float], split_sizes: Mapping[str, int] | None = None) -> float:

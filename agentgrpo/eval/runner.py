@@ -1,6 +1,6 @@
 """Playing an evaluation's episodes so that the run survives: concurrency, a log, resume, aborts.
 
-* ``episode_jobs``: every (task, trial) of the run, each with its user seed.
+* ``episode_jobs``: every (task, trial) of the run, each with its world and user seed.
 * ``EpisodeLog``: ``transcripts.jsonl`` in ``out_dir``, one line per episode, appended and
   flushed the moment the episode ends; ``--resume`` reads it back and keeps the finished
   episodes (aborted ones are played again). The run's config is kept beside it
@@ -11,6 +11,8 @@
 
 An episode is ``aborted`` when a request to a server (the evaluated endpoint, or the
 LLM user's) fails for good after its retries: its record says why, and the run goes on.
+Every finished episode's record carries its user seed and PRM-Lite process score
+(packaged weights, as the trainer's ``score`` computes it).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,10 @@ from agentgrpo.config import ConfigError, EndpointError, to_dict, to_yaml
 from agentgrpo.envs.airline.factory import EnvBundle, make_env
 from agentgrpo.envs.types import ABORTED, Task
 from agentgrpo.eval.evaluator import EpisodeRecord, EvalConfig, user_seed
+from agentgrpo.eval.tasks import EvalTask
 from agentgrpo.policy.openai_client import OpenAIChatPolicy, llm_user_client
+from agentgrpo.rewards.messages import opening_messages
+from agentgrpo.rewards.prm_lite import PRMLite
 from agentgrpo.train.progress import progress_bar
 
 LOG_FILE = "transcripts.jsonl"
@@ -37,26 +42,30 @@ CONFIG_FILE = "eval_config.yaml"
 RESUME_MAY_CHANGE = ("out_dir", "concurrency", "max_batch", "progress", "save_transcripts", "endpoint.request.",
                      "env.user.request.", "policy.device", "policy.autocast")
 """Settings a resumed evaluation may change (how episodes are played, not which or how they score)."""
+PRM = PRMLite()
+"""The process scorer of the AUROC (packaged weights; stateless, so threads share it)."""
 
 
 @dataclass(frozen=True)
 class EpisodeJob:
-    """One episode to play: a task's trial, with the task's position (which seeds its user)."""
+    """One episode to play: a task's trial, with the task's position (which seeds its user)
+    and the world it runs in."""
 
     index: int
     split: str
     task: Task
     trial: int
+    bundle: EnvBundle = field(compare=False, repr=False)
+    user_seed: int = 0
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.task.task_id, self.trial)
 
 
-def episode_jobs(config: EvalConfig, bundle: EnvBundle) -> list[EpisodeJob]:
-    tasks = [(split, task) for split in config.splits for task in bundle.splits[split]]
-    return [EpisodeJob(i, split, task, trial) for i, (split, task) in enumerate(tasks)
-            for trial in range(config.trials)]
+def episode_jobs(config: EvalConfig, tasks: list[EvalTask]) -> list[EpisodeJob]:
+    return [EpisodeJob(i, t.split, t.task, trial, t.bundle, user_seed(config, i, trial))
+            for i, t in enumerate(tasks) for trial in range(config.trials)]
 
 
 class EpisodeLog:
@@ -141,7 +150,7 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 # ---- playing ---------------------------------------------------------------------------
-def run_jobs(config: EvalConfig, bundle: EnvBundle, jobs: list[EpisodeJob], log: EpisodeLog) -> list[EpisodeRecord]:
+def run_jobs(config: EvalConfig, jobs: list[EpisodeJob], log: EpisodeLog) -> list[EpisodeRecord]:
     """Every job's record, in job order: the finished ones from the log, the rest played now."""
     todo = [job for job in jobs if job.key not in log.finished]
     played: dict[tuple[str, int], EpisodeRecord] = {}
@@ -152,14 +161,13 @@ def run_jobs(config: EvalConfig, bundle: EnvBundle, jobs: list[EpisodeJob], log:
             bar.update(1, aborted=sum(r.aborted for r in played.values()))
 
         if config.policy_kind == "checkpoint":
-            _play_checkpoint(config, bundle, todo, done)
+            _play_checkpoint(config, todo, done)
         else:
-            _play_agents(config, bundle, todo, done)
+            _play_agents(config, todo, done)
     return [log.finished.get(job.key) or played[job.key] for job in jobs]
 
 
-def _play_agents(config: EvalConfig, bundle: EnvBundle, jobs: list[EpisodeJob],
-                 done: Callable[[EpisodeRecord], None]) -> None:
+def _play_agents(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[[EpisodeRecord], None]) -> None:
     """Oracle or endpoint policies: ``concurrency`` episodes at once through ``run_episode``."""
     user_client = llm_user_client(config.env.user)
     agent_client = None
@@ -168,20 +176,20 @@ def _play_agents(config: EvalConfig, bundle: EnvBundle, jobs: list[EpisodeJob],
         agent_client = OpenAIChatPolicy.from_config(e.base_url, e.model, e.api_key_env, e.request, e.max_tokens)
     pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="episode")
     try:
-        futures = [pool.submit(_play_agent, config, bundle, job, user_client, agent_client) for job in jobs]
+        futures = [pool.submit(_play_agent, config, job, user_client, agent_client) for job in jobs]
         for future in as_completed(futures):
             done(future.result())
     finally:  # on an error (or Ctrl-C) the episodes not started yet are dropped, the running ones end
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _play_agent(config: EvalConfig, bundle: EnvBundle, job: EpisodeJob, user_client: Any,
+def _play_agent(config: EvalConfig, job: EpisodeJob, user_client: Any,
                 agent_client: OpenAIChatPolicy | None) -> EpisodeRecord:
     from agentgrpo.envs.airline.core.environment import run_episode
 
-    env = make_env(bundle, job.task, config.env, user_seed(config, job.index, job.trial),
+    env = make_env(job.bundle, job.task, config.env, job.user_seed,
                    max_steps=config.rollout.max_turns, user_client=user_client, abort_on_endpoint_error=True)
-    agent = _make_agent(config, bundle, job.task, agent_client)
+    agent = _make_agent(config, job.bundle, job.task, agent_client)
     try:
         result = run_episode(env, agent)
     except EndpointError as e:  # the evaluated endpoint failed for good
@@ -189,13 +197,15 @@ def _play_agent(config: EvalConfig, bundle: EnvBundle, job: EpisodeJob, user_cli
     if result.termination == ABORTED:  # the LLM user's server failed for good
         return _aborted(job, result.info.get("error"), result.messages)
     turn_tokens = getattr(agent, "turn_tokens", None) or [_approx_tokens(s.text) for s in result.steps]
+    process = PRM.score_steps(result.steps, opening_messages(result.messages)).process_score
     return EpisodeRecord(job.task.task_id, job.split, job.task.family, job.trial, result.reward,
-                         any(s.error for s in result.steps), turn_tokens, result.termination, result.messages)
+                         any(s.error for s in result.steps), turn_tokens, result.termination, result.messages,
+                         user_seed=job.user_seed, process_score=process)
 
 
 def _aborted(job: EpisodeJob, error: str | None, messages: list[dict[str, Any]] | None = None) -> EpisodeRecord:
     return EpisodeRecord(job.task.task_id, job.split, job.task.family, job.trial, 0.0, False, [], ABORTED,
-                         messages or [], aborted=True, error=error)
+                         messages or [], aborted=True, error=error, user_seed=job.user_seed)
 
 
 def _make_agent(config: EvalConfig, bundle: EnvBundle, task: Task, client: OpenAIChatPolicy | None) -> Any:
@@ -214,8 +224,7 @@ def _approx_tokens(text: str) -> int:
     return max(1, round(len(text) / 4)) if text else 0
 
 
-def _play_checkpoint(config: EvalConfig, bundle: EnvBundle, jobs: list[EpisodeJob],
-                     done: Callable[[EpisodeRecord], None]) -> None:
+def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[[EpisodeRecord], None]) -> None:
     """A checkpoint (or Hub model): ``max_batch`` episodes at a time through the rollout engine."""
     import torch
 
@@ -224,15 +233,18 @@ def _play_checkpoint(config: EvalConfig, bundle: EnvBundle, jobs: list[EpisodeJo
     from agentgrpo.policy.hf import load_policy, read_agent_config
     from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
 
+    if not jobs:
+        return
     device = resolve_device(config.policy.device)
     model, tokenizer = load_policy(config.policy.init, getattr(torch, config.policy.dtype), device=device)
-    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy,
+    domain = jobs[0].bundle.domain  # tools and policy text are the same in every generated world
+    chat = ChatFormat(tokenizer, domain.tool_schemas(), domain.policy,
                       prompt_style=read_agent_config(config.policy.init)["prompt_style"])
     engine = RolloutEngine(model, chat, config.rollout)
     user_client = llm_user_client(config.env.user)
     for start in range(0, len(jobs), config.max_batch):
         chunk = jobs[start : start + config.max_batch]
-        specs = [EpisodeSpec(make_env(bundle, job.task, config.env, user_seed(config, job.index, job.trial),
+        specs = [EpisodeSpec(make_env(job.bundle, job.task, config.env, job.user_seed,
                                       max_steps=config.rollout.max_turns, user_client=user_client,
                                       abort_on_endpoint_error=True), job.task.task_id, job.task.task_id, job.trial)
                  for job in chunk]
@@ -243,4 +255,5 @@ def _play_checkpoint(config: EvalConfig, bundle: EnvBundle, jobs: list[EpisodeJo
                 done(_aborted(job, traj.info.get("error"), traj.messages))
                 continue
             done(EpisodeRecord(job.task.task_id, job.split, job.task.family, job.trial, traj.outcome_reward,
-                               traj.has_error, [t.num_tokens for t in traj.turns], traj.termination, traj.messages))
+                               traj.has_error, [t.num_tokens for t in traj.turns], traj.termination, traj.messages,
+                               user_seed=job.user_seed, process_score=PRM.score_trajectory(traj).process_score))

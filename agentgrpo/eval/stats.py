@@ -124,3 +124,45 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     greater = (pos[:, None] > neg[None, :]).sum()
     ties = (pos[:, None] == neg[None, :]).sum()
     return float((greater + 0.5 * ties) / (pos.size * neg.size))
+
+
+def bootstrap_auroc(scores: Sequence[Sequence[float]], labels: Sequence[Sequence[bool]], *,
+                    resamples: int = RESAMPLES, level: float = LEVEL, seed: int = 0) -> Estimate:
+    """``auroc`` of episodes grouped by task, with a bootstrap interval that resamples tasks
+    (a task's episodes stay together, as in ``bootstrap_mean``). ``scores[i]`` and
+    ``labels[i]`` are task i's episodes. The value is NaN when one class is empty; resamples
+    that lose a class are left out of the percentiles. ``n`` counts episodes.
+
+    Each resample weights an episode by how often its task was drawn, and the weighted
+    Mann–Whitney count is taken over the scores sorted once (ties count ½), so a resample
+    costs O(episodes) rather than O(successes × failures).
+    """
+    task = np.repeat(np.arange(len(scores)), [len(s) for s in scores])
+    s = np.concatenate([np.asarray(x, dtype=np.float64) for x in scores]) if len(scores) else np.zeros(0)
+    y = np.concatenate([np.asarray(x, dtype=bool) for x in labels]) if len(labels) else np.zeros(0, bool)
+    value = auroc(s, y)
+    if math.isnan(value):
+        return Estimate(value, math.nan, math.nan, int(s.size))
+    order = np.argsort(s, kind="stable")
+    task, y = task[order], y[order]
+    _, starts = np.unique(s[order], return_index=True)  # first episode of each distinct score
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(scores), size=(resamples, len(scores)))
+    auc = np.concatenate([_weighted_auroc(block, task, y, starts, len(scores))
+                          for block in np.array_split(draws, max(1, resamples // 250))])  # bounded memory
+    return _interval(value, auc[~np.isnan(auc)], int(s.size), level)
+
+
+def _weighted_auroc(draws: np.ndarray, task: np.ndarray, y: np.ndarray, starts: np.ndarray,
+                    n_tasks: int) -> np.ndarray:
+    """AUROC of each resample (row of ``draws``: task indices) over episodes sorted by score;
+    ``starts``: first episode of each distinct score. NaN where a class is missing."""
+    counts = np.zeros((draws.shape[0], n_tasks))
+    np.add.at(counts, (np.arange(draws.shape[0])[:, None], draws), 1.0)
+    weight = counts[:, task]  # (R, episodes): how often each episode is in the resample
+    pos = np.add.reduceat(weight * y, starts, axis=1)  # (R, distinct scores)
+    neg = np.add.reduceat(weight * ~y, starts, axis=1)
+    below = np.cumsum(neg, axis=1) - neg  # failures scored strictly lower
+    pairs = pos.sum(axis=1) * neg.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(pairs > 0, (pos * (below + 0.5 * neg)).sum(axis=1) / pairs, np.nan)

@@ -2,8 +2,9 @@
 
 generate the world and tasks → train the domain tokenizer and build the tiny model →
 SFT on the oracle's transcripts → GRPO with the ``joint`` variant → evaluate the SFT and
-GRPO checkpoints on every split → ``report.md`` (table + training curves) and
-``summary.json``. Overrides without a prefix go to every stage (``seed=1``,
+GRPO checkpoints on every split (the same tasks, trials and user seeds) → ``report.md``
+(table with 95% intervals, the paired difference GRPO − SFT with its interval, training
+curves) and ``summary.json``. Overrides without a prefix go to every stage (``seed=1``,
 ``env.seed=2``); ``sft.``, ``grpo.`` and ``eval.`` prefixes target one stage
 (``grpo.trainer.steps=4``, ``eval.trials=2``).
 """
@@ -13,9 +14,12 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentgrpo.config import load_config, split_overrides
+
+if TYPE_CHECKING:
+    from agentgrpo.eval.compare import Comparison
 
 STAGES = ("sft", "grpo", "eval")
 
@@ -46,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[str] | None = None) -> dict[str, Any]:
     """Run every stage into ``out``; returns the summary also written to ``summary.json``."""
+    from agentgrpo.eval.compare import compare_evals
     from agentgrpo.eval.evaluator import EvalConfig, evaluate
     from agentgrpo.preflight import preflight_eval, preflight_grpo, preflight_sft
     from agentgrpo.train.grpo import train_grpo
@@ -81,28 +86,31 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
                              defaults="eval.yaml")
         reports[name] = evaluate(config)
     timings["eval_seconds"] = time.perf_counter() - clock
+    paired = compare_evals(reports["grpo"], reports["sft"], names=(f"GRPO ({experiment})", "SFT"))
 
     summary = {
         "wall_seconds": time.perf_counter() - start,
         "experiment": experiment,
         "checkpoints": {name: report.summary() for name, report in reports.items()},
+        "paired_grpo_minus_sft": paired.to_dict(),
         "paths": {"sft": str(sft_final), "grpo": str(grpo_final)},
         "timings": timings,
         "eval": {"trials": eval_config.trials, "temperature": eval_config.rollout.temperature},
         "overrides": stage,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    write_report(out, experiment, reports, summary)
+    write_report(out, experiment, reports, summary, paired)
     return summary
 
 
-def write_report(out: Path, experiment: str, reports: dict, summary: dict) -> Path:
+def write_report(out: Path, experiment: str, reports: dict, summary: dict, paired: Comparison) -> Path:
     from agentgrpo.report.plots import plot_training_curves
     from agentgrpo.report.tables import comparison_table
 
     png = plot_training_curves({experiment: out / "grpo" / "metrics.jsonl"}, out / "training_curves.png")
-    table = comparison_table({"SFT": reports["sft"].metrics, f"GRPO ({experiment})": reports["grpo"].metrics},
-                             baseline="SFT")
+    grpo = f"GRPO ({experiment})"
+    table = comparison_table({"SFT": reports["sft"].metrics, grpo: reports["grpo"].metrics},
+                             baseline="SFT", paired={grpo: paired})
     t = summary["timings"]
     text = (
         f"# agentgrpo quickstart ({experiment})\n\n"
@@ -112,6 +120,7 @@ def write_report(out: Path, experiment: str, reports: dict, summary: dict) -> Pa
         f"{summary['eval']['temperature']}, scripted user. GRPO overrides of `grpo.yaml`: "
         f"`{' '.join(summary['overrides']['grpo'])}`.\n\n"
         f"{table}\n"
+        f"{_verdict(paired)}\n\n"
         f"![training curves]({png.name})\n\n"
         "Details: `eval_sft/eval.md`, `eval_grpo/eval.md`, transcripts in `eval_*/transcripts.jsonl`, "
         "GRPO metrics in `grpo/metrics.jsonl`.\n"
@@ -119,6 +128,20 @@ def write_report(out: Path, experiment: str, reports: dict, summary: dict) -> Pa
     path = out / "report.md"
     path.write_text(text)
     return path
+
+
+def _verdict(paired: Comparison) -> str:
+    """One sentence on GRPO − SFT: the paired intervals, and whether they exclude 0."""
+    parts = []
+    for label, key in (("overall pass^1", "overall"), ("train pass^1", "split/train"),
+                       ("Generalization", "generalization")):
+        est = paired.estimates().get(key)
+        if est is not None:
+            word = "above 0" if est.low > 0 else "below 0" if est.high < 0 else "includes 0"
+            parts.append(f"{label} {est.format(signed=True)} ({word})")
+    return (f"GRPO − SFT, paired over the same {paired.tasks} tasks × {paired.trials} trial(s) with the same user "
+            f"seeds (95% bootstrap over tasks): " + "; ".join(parts) + ". An interval that includes 0 is no "
+            "evidence of a difference.")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,12 +14,19 @@ without them; τ-bench's 50 tasks are all in the seed's three splits, so its val
 tasks are held out of uncovered_seen (``splits.validation=4``: 20 of its 24 are trained
 on), and covered_seen and unseen stay the seed's.
 
+Large evaluation sets come from *held-out* worlds (``build_heldout``): fresh worlds and
+tasks whose seeds no training job uses, each task labelled by where its family stands in
+training — covered_seen (families with demonstrations), uncovered_seen (families trained on
+without demonstrations), unseen (families no training split holds), validation (the
+training families, from worlds of their own, never the test worlds).
+
 An LLM user talks through a chat client that ``make_env`` is given (``user_client``;
 jobs build it once with ``agentgrpo.policy.openai_client.llm_user_client(config.user)``),
 so the environment package never imports ``agentgrpo.policy``.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,7 +35,7 @@ from agentgrpo.endpoint import RequestConfig
 from agentgrpo.envs.airline.core.domain import AirlineDomain
 from agentgrpo.envs.airline.core.environment import AirlineEnv
 from agentgrpo.envs.airline.core.tau_bench import load_tau_bench
-from agentgrpo.envs.airline.tasks.generate import continue_tasks, generate_domain, split_tasks
+from agentgrpo.envs.airline.tasks.generate import FAMILY_NAMES, continue_tasks, generate_domain, split_tasks
 from agentgrpo.envs.airline.tasks.world import AIRPORTS
 from agentgrpo.envs.types import Task
 from agentgrpo.envs.user_sim import ChatClient, LLMUser, ScriptedUser
@@ -39,6 +46,15 @@ VALIDATION_SPLIT = "validation"
 DEFAULT_VALIDATION = {"generated": 8, "tau_bench": 0}
 """Validation tasks when ``splits.validation`` is null: 8 generated ones; none on τ-bench,
 whose tasks are all in the seed's three splits."""
+HELDOUT_SEED_BASE = {"test": 1_000_000_000, "validation": 2_000_000_000}
+"""World (and task) seeds of held-out draws start here: test worlds and validation worlds
+never share a seed, and neither meets a training world (``env.seed`` < 10**9)."""
+HELDOUT_WORLDS_PER_SEED = 10_000
+"""Held-out worlds one ``heldout_seed`` may use (its seeds are ``base + 10_000·seed + w``)."""
+HELDOUT_TASKS_PER_FAMILY = 2
+"""Tasks of each family drawn from one held-out world; the training world has ~2.5 (58
+tasks, 23 families), so a held-out task is as varied as a training one and large sets
+spread over many worlds instead of reusing one world's few fitting reservations."""
 
 
 @dataclass
@@ -151,6 +167,8 @@ class EnvBundle:
 
     domain: AirlineDomain
     splits: dict[str, list[Task]]
+    world_seed: int | None = None
+    """Seed of the generated world (None for τ-bench data)."""
 
     def tasks(self, split_names: tuple[str, ...] | list[str] = SPLIT_NAMES) -> list[Task]:
         unknown = set(split_names) - set(self.splits)
@@ -190,7 +208,8 @@ def build_env(config: EnvConfig) -> EnvBundle:
         domain = load_tau_bench(config.data_dir, compat=config.compat or "tau_bench")
     splits = split_tasks(domain.tasks, sizes.covered_seen, sizes.uncovered_seen, sizes.unseen, seed=config.seed)
     splits[VALIDATION_SPLIT] = validation_tasks(domain, config, splits)
-    return EnvBundle(domain=domain, splits=splits)
+    return EnvBundle(domain=domain, splits=splits,
+                     world_seed=config.seed if config.source == "generated" else None)
 
 
 def validation_tasks(domain: AirlineDomain, config: EnvConfig, splits: dict[str, list[Task]]) -> list[Task]:
@@ -242,3 +261,81 @@ def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, m
     else:
         user = LLMUser(task, user_client, temperature=config.user_temperature, seed=user_seed)
     return AirlineEnv(bundle.domain, task, user, max_steps=max_steps, abort_on_endpoint_error=abort_on_endpoint_error)
+
+
+def split_families(bundle: EnvBundle) -> dict[str, list[str]]:
+    """Families of each split as held-out draws label them, from the training splits of ``bundle``.
+
+    covered_seen: families of the covered_seen tasks (SFT's demonstrations); uncovered_seen:
+    families of the other training tasks that have no demonstration; unseen: families in no
+    training split; validation: every training family. The seed's splits are task-level (a
+    family can be in all three), so with the default sizes (16/24 over 23 families) every
+    family is trained on and the held-out unseen split is empty; smaller training splits
+    (e.g. 8/8) leave families out of training.
+    """
+    covered = {task.family for task in bundle.splits["covered_seen"]}
+    trained = covered | {task.family for task in bundle.splits["uncovered_seen"]}
+    return {"covered_seen": sorted(covered), "uncovered_seen": sorted(trained - covered),
+            "unseen": sorted(set(FAMILY_NAMES) - trained), VALIDATION_SPLIT: sorted(trained)}
+
+
+def heldout_world_seed(split: str, seed: int, world: int) -> int:
+    """Seed of held-out world ``world`` for ``split``: validation worlds are apart from test worlds."""
+    purpose = VALIDATION_SPLIT if split == VALIDATION_SPLIT else "test"
+    return HELDOUT_SEED_BASE[purpose] + HELDOUT_WORLDS_PER_SEED * seed + world
+
+
+def build_heldout(config: EnvConfig, split_names: Sequence[str], tasks_per_split: int, seed: int = 0,
+                  training: EnvBundle | None = None) -> list[EnvBundle]:
+    """``tasks_per_split`` fresh tasks for each of ``split_names``, from held-out worlds.
+
+    Worlds have ``config.world``'s sizes and seeds ``heldout_world_seed`` (never a training
+    seed); each gives ``HELDOUT_TASKS_PER_FAMILY`` verified tasks of every family, and each
+    split takes, world after world, the tasks of its families (``split_families`` of the
+    training bundle, ``build_env(config)`` unless given) until it has ``tasks_per_split``.
+    A larger set starts with the tasks of a smaller one (same seed). A split whose families
+    are all elsewhere stays empty. Returns one bundle per world used, its ``splits`` holding
+    that world's share of each split; nothing here depends on the training pool's tasks
+    but their families.
+    """
+    require(config.source == "generated", "tasks_per_split", tasks_per_split,
+            "held-out tasks need env.source=generated (τ-bench's task set is fixed); set tasks_per_split=0")
+    require(config.seed < HELDOUT_SEED_BASE["test"], "env.seed", config.seed,
+            f"must be < {HELDOUT_SEED_BASE['test']} when drawing held-out tasks (their worlds' seeds start there)")
+    require(0 <= seed < (HELDOUT_SEED_BASE["validation"] - HELDOUT_SEED_BASE["test"]) // HELDOUT_WORLDS_PER_SEED,
+            "heldout_seed", seed, "must be in [0, 100000)")
+    families = split_families(training or build_env(config))
+    unknown = [name for name in split_names if name not in families]
+    require(not unknown, "splits", list(split_names), f"must be among {list(families)}")
+    wanted = {name: tasks_per_split if families[name] else 0 for name in split_names}
+    counts = dict.fromkeys(split_names, 0)
+    bundles: list[EnvBundle] = []
+    for purpose in ("test", VALIDATION_SPLIT):
+        names = [n for n in split_names if (n == VALIDATION_SPLIT) == (purpose == VALIDATION_SPLIT)]
+        world = 0
+        while any(counts[n] < wanted[n] for n in names):
+            require(world < HELDOUT_WORLDS_PER_SEED, "tasks_per_split", tasks_per_split,
+                    "is more than the held-out worlds of one seed hold")
+            world_seed = heldout_world_seed(names[0], seed, world)
+            domain = _heldout_domain(config, world_seed)
+            splits: dict[str, list[Task]] = {n: [] for n in names}
+            for task in domain.tasks:
+                for name in names:
+                    if task.family in families[name] and counts[name] < wanted[name]:
+                        task.split = name
+                        splits[name].append(task)
+                        counts[name] += 1
+            bundles.append(EnvBundle(domain=domain, splits=splits, world_seed=world_seed))
+            world += 1
+    return bundles
+
+
+def _heldout_domain(config: EnvConfig, world_seed: int) -> AirlineDomain:
+    """One held-out world with ``HELDOUT_TASKS_PER_FAMILY`` verified tasks of every family."""
+    try:
+        return generate_domain(seed=world_seed, n_tasks=HELDOUT_TASKS_PER_FAMILY * len(FAMILY_NAMES),
+                               compat=config.compat or "fixed", n_airports=config.world.n_airports,
+                               n_flights=config.world.n_flights, n_users=config.world.n_users,
+                               n_reservations=config.world.n_reservations)
+    except ValueError as e:  # a world too small for a family
+        raise ConfigError(f"env.world (held-out world {world_seed}): {e}") from e

@@ -1,0 +1,77 @@
+"""Which tasks an evaluation plays, in which world, and what each task says about the floor.
+
+Two sources (``EvalConfig.tasks_per_split``): 0 evaluates the splits of ``env`` itself
+(the training pool's covered_seen / uncovered_seen / unseen and its validation tasks:
+cheap, and comparable with the seed's numbers); N > 0 draws N fresh tasks per split from
+held-out worlds (``agentgrpo.envs.airline.factory.build_heldout``), labelled by where
+their family stands in training.
+
+``TaskFacts`` are read off each task's gold actions and grader, never off an episode:
+``do_nothing`` is the reward of an empty episode (no tool call, no reply: τ-bench's
+grader compares database hashes and looks for the required outputs, so a task that needs
+no write and no output is solved by doing nothing), and ``write`` says the gold actions
+change the database (the tasks where an agent must act to score).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agentgrpo.config import ConfigError
+from agentgrpo.envs.airline.factory import EnvBundle, build_env, build_heldout
+from agentgrpo.envs.types import Task
+
+if TYPE_CHECKING:
+    from agentgrpo.eval.evaluator import EvalConfig
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """What a task's grader gives without an agent.
+
+    do_nothing: reward of an empty episode (1.0: doing nothing solves it).
+    write: the gold actions change the database (gold hash ≠ the fresh database's).
+    """
+
+    do_nothing: float
+    write: bool
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    """One evaluated task, its split, and the world (bundle) its episodes run in."""
+
+    split: str
+    task: Task
+    bundle: EnvBundle
+
+    @property
+    def facts(self) -> TaskFacts:
+        return task_facts(self.bundle, self.task)
+
+
+def task_facts(bundle: EnvBundle, task: Task) -> TaskFacts:
+    domain = bundle.domain
+    fresh = domain.new_state()
+    grade = domain.grade(fresh, task, [])
+    return TaskFacts(do_nothing=grade.reward, write=grade.gold_hash != fresh.db_hash())
+
+
+def eval_tasks(config: EvalConfig, bundle: EnvBundle | None = None) -> list[EvalTask]:
+    """The tasks of ``config.splits`` in order (split by split), each with its world.
+
+    ``bundle``: the training environment ``build_env(config.env)`` (built when not given);
+    with ``tasks_per_split`` = 0 its splits are what is evaluated, otherwise its training
+    splits only decide which families each held-out split draws.
+    """
+    bundle = bundle or build_env(config.env)
+    if config.tasks_per_split == 0:
+        return [EvalTask(split, task, bundle) for split in config.splits for task in bundle.splits[split]]
+    worlds = build_heldout(config.env, config.splits, config.tasks_per_split, config.heldout_seed, training=bundle)
+    tasks = [EvalTask(split, task, world) for split in config.splits for world in worlds
+             for task in world.splits.get(split, [])]
+    if not tasks:
+        raise ConfigError(f"splits={config.splits} holds no held-out task: no family stands there in training "
+                          "(with env.splits' default 16/24 every family is trained on, so unseen is empty); "
+                          "add covered_seen/uncovered_seen, or train on fewer families")
+    return tasks
