@@ -1,16 +1,23 @@
 """Shared setup of the throughput benchmarks (``rollout.py``, ``train_step.py``).
 
 Both need the same things: torch pinned to a thread count, the generated airline
-world, a policy (the tiny preset built on that world's text, or a checkpoint such as an
-SFT run's ``final``), its ``ChatFormat``, GRPO-style episode specs with the scripted
-user, and a few timing / reporting helpers.
+world, a policy, its ``ChatFormat``, GRPO-style episode specs with the scripted user,
+and a few timing / reporting helpers. The default policy is a *trained* one: a short SFT
+run of the tiny preset (``BENCH_SFT``, about two minutes on 2 cores, made once and kept
+under ``runs/bench/``), because a policy with random weights runs every turn to
+``max_new_tokens`` and never calls a tool, the easiest case for a multi-turn engine.
+``--policy random`` gives that random-weight preset, ``--policy DIR`` any checkpoint.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import resource
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,19 +55,66 @@ def world(env_config: EnvConfig | None = None) -> EnvBundle:
     return build_env(env_config or EnvConfig())
 
 
-def policy_dir(bundle: EnvBundle, workdir: str | Path, init: str | None = None,
-               seed: int = 0) -> Path:
-    """``init`` if given (a checkpoint directory), else the tiny preset built into ``workdir``.
+REPO = Path(__file__).resolve().parents[1]
 
-    The tiny preset gets random weights, a tokenizer trained on the world's text and the
-    compact system prompt, as an SFT run of a built preset would.
+BENCH_SFT = ["data.demos_per_task=4", "trainer.epochs=6", "trainer.batch_size=2", "trainer.micro_batch_size=2"]
+"""The benchmarks' default policy: ``agentgrpo sft`` (tiny preset, sft.yaml) with these overrides."""
+
+BENCH_SFT_QUICK = ["data.demos_per_task=1", "trainer.epochs=1", "env.n_tasks=12",
+                   "env.splits.covered_seen=4", "env.splits.uncovered_seen=4", "env.splits.unseen=4"]
+"""``--quick``: a few SFT steps (a policy that is barely trained: for smoke runs only)."""
+
+
+def policy_dir(bundle: EnvBundle, workdir: str | Path, init: str | None = None, seed: int = 0,
+               cache: str | Path | None = None, quick: bool = False) -> Path:
+    """The benchmark's policy: ``init`` if it is a checkpoint directory; the tiny preset with
+    random weights built into ``workdir`` if it is ``random``; else (``None``) the SFT policy
+    trained by ``trained_policy`` (kept in ``cache``, default ``runs/bench``).
+
+    The random preset gets a tokenizer trained on the world's text and the compact system
+    prompt, as an SFT run of a built preset would.
     """
-    if init is not None:
+    if init is None:
+        return trained_policy(Path(cache).resolve() if cache else REPO / "runs" / "bench", seed, quick)
+    if init != "random":
         return Path(init)
     target = Path(workdir) / "tiny"
     build_policy("tiny", domain_corpus(bundle.domain), target, seed=seed,
                  agent_config={"prompt_style": "compact"})
     return target
+
+
+def trained_policy(cache: Path, seed: int = 0, quick: bool = False) -> Path:
+    """A short SFT run's final checkpoint, trained once per settings and kept under ``cache``.
+
+    Runs ``python -m agentgrpo.cli sft`` in a child process (so its memory does not count in
+    the benchmark's peak RSS) into a scratch directory that is renamed into place when done.
+    """
+    overrides = [*(BENCH_SFT_QUICK if quick else BENCH_SFT), f"seed={seed}"]
+    key = hashlib.sha256(" ".join(overrides).encode()).hexdigest()[:10]
+    target = cache / f"sft-{key}"
+    final = target / "final"
+    if (final / "agentgrpo.json").is_file():
+        print(f"policy: {final} (SFT {' '.join(overrides)}; trained earlier)")
+        return final
+    scratch = cache / f"sft-{key}.{os.getpid()}.tmp"
+    print(f"policy: training it once: agentgrpo sft {' '.join(overrides)} -> {target}", flush=True)
+    start = time.perf_counter()
+    command = [sys.executable, "-m", "agentgrpo.cli", "sft", *overrides, f"run_dir={scratch}", "progress=false"]
+    subprocess.run(command, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+    try:
+        scratch.rename(target)
+    except OSError:  # another run trained the same policy meanwhile: use theirs
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"policy: trained in {time.perf_counter() - start:.0f} s")
+    return final
+
+
+def add_policy_arguments(parser: Any) -> None:
+    """``--policy`` and ``--policy-cache`` of both benchmarks."""
+    parser.add_argument("--policy", help="checkpoint dir, or 'random' for the tiny preset with random "
+                        "weights (default: the short SFT policy, trained once into --policy-cache)")
+    parser.add_argument("--policy-cache", help="where the default SFT policy is kept (default: runs/bench)")
 
 
 def chat_format(bundle: EnvBundle, tokenizer: Any, checkpoint: str | Path) -> ChatFormat:

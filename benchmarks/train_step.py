@@ -1,7 +1,9 @@
 """GRPO step time: where a step goes, how fast the update trains, and ours against TRL's.
 
 1. Our multi-turn step. A ``GRPOTrainer`` (``experiment=joint``, the packaged
-   ``grpo.yaml``) on the tiny preset and the generated airline world runs one warm-up
+   ``grpo.yaml``) from the benchmarks' trained policy (the short SFT run of
+   ``_common.BENCH_SFT``, trained once; ``--policy DIR|random`` overrides) on the
+   generated airline world runs one warm-up
    step and ``--steps`` measured ones, phase by phase as ``GRPOTrainer.train`` does:
    rollout / scoring (rewards + advantages) / old log-probs (and reference) / update
    (plus the LLD diagnostic pass the default config runs). Training tokens/s = the
@@ -9,8 +11,9 @@
    second of update. The raw ceiling: a plain loop over the *same* micro-batches (the
    trainer's shuffle reproduced) doing ``model(input_ids, attention_mask).logits`` → a
    trivial loss → backward, no optimizer; target ratio ours / raw ≥ 0.8 (ours projects
-   only the scored positions through the LM head, so it may exceed 1). Peak RSS is read
-   after these steps.
+   only the scored positions through the LM head, so it may exceed 1). The rollout's share
+   of the step (``grpo_step_rollout_share``) says how much of a step sampling still costs.
+   Peak RSS is read after these steps.
 2. Against TRL. The same model and tokenizer on single-turn prompts (the training tasks'
    first user messages under our system prompt, rendered by the chat template): TRL's
    ``GRPOTrainer`` on CPU (no vLLM, β = 0, one optimizer step per generation batch) and
@@ -20,8 +23,9 @@
    in characters / 100). Per-step seconds exclude the first (warm-up) step; target
    ours / TRL ≤ 1.0.
 
-Run: ``python benchmarks/train_step.py [--policy DIR] [--quick] [--no-trl]`` (a few
-minutes on 2 quiet cores). Ends with BENCH lines.
+Run: ``python benchmarks/train_step.py [--policy DIR|random] [--quick] [--no-trl]`` (a few
+minutes on 2 quiet cores, plus about 2 the first time, to train the policy). Ends with
+BENCH lines.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
-from _common import bench, median, peak_rss_mb, policy_dir, set_threads, timed, world
+from _common import add_policy_arguments, bench, median, peak_rss_mb, policy_dir, set_threads, timed, world
 
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.config import load_config
@@ -50,7 +54,7 @@ from agentgrpo.train.grpo_config import GRPOConfig
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", help="checkpoint dir (default: tiny preset, random weights)")
+    add_policy_arguments(parser)
     parser.add_argument("--steps", type=int, default=2, help="measured steps after one warm-up")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--seed", type=int, default=0)
@@ -86,6 +90,11 @@ def apply_quick(a: argparse.Namespace) -> None:
 
 
 # ------------------------------------------------------------------ multi-turn GRPO step
+ROLLOUT_SHARE_TARGET = "<= 0.4"
+"""Below where issue 13 started (rollout was 40% of a step with random weights, 45% with this
+trained policy, before continuous batching)."""
+
+
 def grpo_trainer(overrides: list[str]) -> GRPOTrainer:
     config = load_config(GRPOConfig, overrides, defaults="grpo.yaml")
     return GRPOTrainer(config)
@@ -122,26 +131,19 @@ def run_phases(trainer: GRPOTrainer, step: int) -> tuple[dict[str, float], Rollo
         return trainer.compute_advantages(trajectories)[0]
 
     batch, seconds["score"] = timed(score)
-    _, seconds["old_logprobs"] = timed(lambda: trainer.compute_old_logprobs(batch))
-    _, seconds["update"] = timed(lambda: trainer.update(batch, step))
+    plan = trainer.plan_updates(batch, step)
+    _, seconds["old_logprobs"] = timed(lambda: trainer.compute_old_logprobs(batch, plan))
+    _, seconds["update"] = timed(lambda: trainer.update(batch, plan))
     if trainer.config.trainer.lld_diagnostic:
-        _, seconds["lld_diagnostic"] = timed(lambda: trainer.lld_rate(batch))
+        _, seconds["lld_diagnostic"] = timed(lambda: trainer.lld_diagnostics(batch, plan))
     return seconds, batch
 
 
-def update_micro_batches(batch: RolloutBatch, config: GRPOConfig,
-                         step: int) -> list[list[RolloutBatch]]:
-    """The micro-batches ``GRPOTrainer.update`` forms at ``step`` (its shuffle), per mini-batch."""
-    t = config.trainer
-    generator = torch.Generator().manual_seed(derive_seed("shuffle", config.seed, step))
-    minis = []
-    for _ in range(t.ppo_epochs):
-        for rows in torch.randperm(batch.size, generator=generator).split(t.mini_batch_size):
-            mini = batch.select(rows)
-            starts = range(0, mini.size, t.micro_batch_size)
-            minis.append([mini.select(list(range(s, min(s + t.micro_batch_size, mini.size))))
-                          for s in starts])
-    return minis
+def update_micro_batches(trainer: GRPOTrainer, batch: RolloutBatch, step: int) -> list[list[RolloutBatch]]:
+    """The micro-batches ``GRPOTrainer.update`` runs at ``step`` (its plan), per mini-batch and epoch."""
+    plan = trainer.plan_updates(batch, step)
+    minis = [[batch.select(micro) for micro in mini] for mini in plan.mini_batches]
+    return minis * trainer.config.trainer.ppo_epochs
 
 
 def raw_fwd_bwd_seconds(model: torch.nn.Module, minis: list[list[RolloutBatch]]) -> float:
@@ -186,7 +188,8 @@ def multi_turn_part(args: argparse.Namespace, checkpoint: Path, workdir: Path) -
           + ", ".join(f"{k} {v:.2f} s ({v / step_seconds:.0%})" for k, v in phases.items())
           + f"; step {step_seconds:.2f} s; peak RSS {rss:.0f} MB")
     train_rate, ratio = compare_with_raw(trainer, steps)
-    return {"step_seconds": step_seconds, "train_rate": train_rate, "ratio": ratio, "rss": rss}
+    return {"step_seconds": step_seconds, "rollout_seconds": phases["rollout"], "train_rate": train_rate,
+            "ratio": ratio, "rss": rss}
 
 
 def compare_with_raw(trainer: GRPOTrainer, steps: list[MeasuredStep]) -> tuple[float, float]:
@@ -194,7 +197,7 @@ def compare_with_raw(trainer: GRPOTrainer, steps: list[MeasuredStep]) -> tuple[f
     epochs = trainer.config.trainer.ppo_epochs
     train_rates, raw_rates = [], []
     for step, seconds, batch in steps:  # the warm-up step's batch warms the raw loop up
-        raw = raw_fwd_bwd_seconds(trainer.model, update_micro_batches(batch, trainer.config, step))
+        raw = raw_fwd_bwd_seconds(trainer.model, update_micro_batches(trainer, batch, step))
         tokens = int(batch.attention_mask.sum()) * epochs
         if step > 0:
             print(f"  step {step}: update {tokens} tokens in {seconds['update']:.2f} s, "
@@ -268,8 +271,9 @@ def single_turn_step(trainer: GRPOTrainer, specs: list[EpisodeSpec], seed: int, 
     score_completions(trajectories, trainer.tokenizer)
     trainer.score(trajectories)
     batch, _ = trainer.compute_advantages(trajectories)
-    trainer.compute_old_logprobs(batch)
-    trainer.update(batch, step)
+    plan = trainer.plan_updates(batch, step)
+    trainer.compute_old_logprobs(batch, plan)
+    trainer.update(batch, plan)
     return trainer.engine.last_stats.policy_tokens
 
 
@@ -364,10 +368,12 @@ def main() -> None:
     set_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="bench-train-step-") as tmp:
         workdir = Path(tmp)
-        checkpoint = policy_dir(world(), workdir, args.policy, seed=args.seed)
+        checkpoint = policy_dir(world(), workdir, args.policy, args.seed, args.policy_cache, args.quick)
         ours = multi_turn_part(args, checkpoint, workdir)
         ratio_vs_trl = None if args.no_trl else trl_part(args, checkpoint, workdir)
     bench("train_step_seconds", ours["step_seconds"])
+    bench("grpo_step_rollout_seconds", ours["rollout_seconds"])
+    bench("grpo_step_rollout_share", ours["rollout_seconds"] / ours["step_seconds"], ROLLOUT_SHARE_TARGET)
     bench("train_tokens_per_s", ours["train_rate"])
     bench("train_vs_raw_fwd_bwd_ratio", ours["ratio"], ">= 0.8")
     bench("peak_rss_mb", ours["rss"])

@@ -1,191 +1,116 @@
-"""A batched KV cache for multi-turn rollouts: amortised appends, holes, compaction.
+"""A per-row ragged KV cache for continuous batching: every episode owns one row.
 
-HF's ``DynamicCache`` appends with ``torch.cat``, which copies the whole cache on every
-decode step (O(T²) memory traffic over an episode). ``GrowableCache`` keeps each
-layer's keys/values in a buffer with spare capacity that doubles when full, and hands
-the attention a view of the filled part.
+Each layer keeps keys and values in one buffer per kind, ``(R, H_kv, C, D)``: row r
+holds its episode's tokens at slots ``[0, lengths[r])`` in order, so a token's slot is its
+RoPE position and a row never has holes. Rows grow by different amounts at different
+times (a decoding row by one token, a row that just got a tool result by hundreds), each
+written at its own offset; the buffers grow by ``GROWTH`` when a row needs more room.
+A finished episode's row is handed to the next episode (``start_row``), and rows of
+finished episodes with nobody waiting are dropped by ``keep_rows``.
 
-Rows of one batch are different episodes that grow by different amounts each turn
-(a tool result here, a user reply there). We append every chunk at the same cache
-indices for all rows and mark the unused slots as *holes* in a 2-D validity mask that
-doubles as the attention mask; positions (for RoPE) are tracked per row, so a hole
-never shifts a row's positions. ``compact()`` squeezes the holes out when they pile up,
-and ``select_rows()`` drops finished episodes.
+A prefix every episode shares (the system prompt) is computed once into one row, saved
+(``save_prefix``) and copied into each row an episode starts in.
 """
 from __future__ import annotations
 
+import math
+
 import torch
-from transformers.cache_utils import Cache, DynamicLayer
+
+GROWTH = 1.5
+"""Capacity factor when a buffer is full (rounded up to ``ALIGN`` slots)."""
+
+ALIGN = 64
+"""Capacities are multiples of this many slots."""
 
 
-class GrowableLayer(DynamicLayer):
-    """A cache layer whose buffers grow by doubling; ``keys``/``values`` are views."""
+class RaggedCache:
+    """Keys/values of ``rows`` episodes for ``layers`` layers; see the module docstring.
 
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        self.dtype, self.device = key_states.dtype, key_states.device
-        self._k = key_states.new_empty(key_states.shape[:2] + (0,) + key_states.shape[3:])
-        self._v = value_states.new_empty(value_states.shape[:2] + (0,) + value_states.shape[3:])
-        self._len = 0
-        self.is_initialized = True
-        self._sync()
-
-    def _sync(self) -> None:
-        self.keys = self._k[:, :, : self._len]
-        self.values = self._v[:, :, : self._len]
-
-    def _reserve(self, needed: int) -> None:
-        capacity = self._k.shape[2]
-        if needed <= capacity:
-            return
-        new_capacity = max(needed, 2 * capacity, 64)
-        shape = self._k.shape[:2] + (new_capacity,) + self._k.shape[3:]
-        k, v = self._k.new_empty(shape), self._v.new_empty(shape)
-        k[:, :, : self._len] = self._k[:, :, : self._len]
-        v[:, :, : self._len] = self._v[:, :, : self._len]
-        self._k, self._v = k, v
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        n = key_states.shape[2]
-        self._reserve(self._len + n)
-        self._k[:, :, self._len : self._len + n] = key_states
-        self._v[:, :, self._len : self._len + n] = value_states
-        self._len += n
-        self._sync()
-        return self.keys, self.values
-
-    def get_seq_length(self) -> int:
-        return self._len if self.is_initialized else 0
-
-    def crop(self, max_length: int) -> None:
-        if max_length < 0:
-            max_length = self._len + max_length
-        self._len = min(self._len, max_length)
-        self._sync()
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        if self.is_initialized:
-            self._k, self._v = self._k[indices], self._v[indices]
-            self._sync()
-
-    def batch_repeat_interleave(self, repeats: int) -> None:
-        if self.is_initialized:
-            self._k = self._k.repeat_interleave(repeats, dim=0)
-            self._v = self._v.repeat_interleave(repeats, dim=0)
-            self._sync()
-
-    def take(self, rows: torch.Tensor) -> GrowableLayer:
-        """A new layer with copies of ``rows``."""
-        part = GrowableLayer()
-        if self.is_initialized:
-            part.dtype, part.device, part.is_initialized = self.dtype, self.device, True
-            part._k, part._v, part._len = self._k[rows, :, : self._len], self._v[rows, :, : self._len], self._len
-            part._sync()
-        return part
-
-    def put_back(self, part: GrowableLayer, rows: torch.Tensor) -> None:
-        """Write ``part`` (rows taken earlier, grown since) back at ``rows``; other rows get hole slots."""
-        if not part.is_initialized:
-            return
-        self._reserve(part._len)
-        # the other rows' new slots are holes: zero them (masked, but must be finite for SDPA)
-        self._k[:, :, self._len : part._len] = 0
-        self._v[:, :, self._len : part._len] = 0
-        self._k[rows, :, : part._len] = part._k[:, :, : part._len]
-        self._v[rows, :, : part._len] = part._v[:, :, : part._len]
-        self._len = part._len
-        self._sync()
-
-    def gather_positions(self, index: torch.Tensor) -> None:
-        """Keep, per row, the cache slots listed in ``index`` (B, N), in that order."""
-        if not self.is_initialized:
-            return
-        b, h, _, d = self._k.shape
-        idx = index[:, None, :, None].expand(b, h, index.shape[1], d)
-        self._k = torch.gather(self._k[:, :, : self._len], 2, idx)
-        self._v = torch.gather(self._v[:, :, : self._len], 2, idx)
-        self._len = index.shape[1]
-        self._sync()
-
-
-class GrowableCache(Cache):
-    """A ``transformers`` cache of ``GrowableLayer``s plus per-row validity and positions.
-
-    valid: (B, C) bool — slot c of row b holds a real token (False = hole).
-    next_position: (B,) long — RoPE position of the row's next real token.
+    keys[l], values[l]: (R, H_kv, C, D). lengths: (R,) long, the filled slots of each row.
     """
 
-    def __init__(self, batch_size: int, device: torch.device | str = "cpu"):
-        super().__init__(layer_class_to_replicate=GrowableLayer)
-        self.valid = torch.zeros(batch_size, 0, dtype=torch.bool, device=device)
-        self.next_position = torch.zeros(batch_size, dtype=torch.long, device=device)
+    def __init__(self, rows: int, layers: int, kv_heads: int, head_dim: int,
+                 dtype: torch.dtype, device: torch.device | str, capacity: int = ALIGN):
+        capacity = _aligned(max(capacity, 1))
+        shape = (rows, kv_heads, capacity, head_dim)
+        # zero-filled: slots past a row's length are masked, but must stay finite for the attention
+        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+        self.lengths = torch.zeros(rows, dtype=torch.long, device=device)
+        self.prefix: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     @property
-    def batch_size(self) -> int:
-        return self.valid.shape[0]
+    def rows(self) -> int:
+        return self.lengths.shape[0]
 
     @property
-    def length(self) -> int:
-        return self.valid.shape[1]
+    def dtype(self) -> torch.dtype:
+        return self.keys[0].dtype
 
-    def hole_fraction(self) -> float:
-        if self.valid.numel() == 0:
-            return 0.0
-        return 1.0 - self.valid.float().mean().item()
+    @property
+    def capacity(self) -> int:
+        return self.keys[0].shape[2] if self.keys else 0
 
-    def plan_chunk(self, counts: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Attention mask and position ids for appending a right-padded chunk.
+    @property
+    def prefix_length(self) -> int:
+        return self.prefix[0][0].shape[1] if self.prefix else 0
 
-        counts: (B,) number of real tokens each row appends (the rest of ``width`` is holes).
-        Returns ``attention_mask`` (B, C + width) and ``position_ids`` (B, width), and
-        records the new slots and positions.
-        """
-        arange = torch.arange(width, device=self.valid.device)
-        chunk_valid = arange[None, :] < counts[:, None]  # (B, width)
-        position_ids = self.next_position[:, None] + torch.minimum(
-            arange[None, :], (counts - 1).clamp(min=0)[:, None]
-        )
-        self.valid = torch.cat([self.valid, chunk_valid], dim=1)
-        self.next_position = self.next_position + counts
-        return self.valid.long(), position_ids
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
 
-    def select_rows(self, rows: torch.Tensor) -> None:
-        """Keep only ``rows`` (indices into the batch), in that order."""
-        for layer in self.layers:
-            layer.batch_select_indices(rows)
-        self.valid = self.valid[rows]
-        self.next_position = self.next_position[rows]
+    def reserve(self, needed: int) -> None:
+        """Make room for ``needed`` slots in every row (copies the buffers when they grow)."""
+        if needed <= self.capacity:
+            return
+        capacity = _aligned(max(needed, math.ceil(self.capacity * GROWTH)))
+        self._resize(capacity)
 
-    def repeat_rows(self, repeats: int) -> None:
-        """Broadcast a batch-of-1 cache (a shared prompt prefix) to ``repeats`` rows."""
-        for layer in self.layers:
-            layer.batch_repeat_interleave(repeats)
-        self.valid = self.valid.repeat_interleave(repeats, dim=0)
-        self.next_position = self.next_position.repeat_interleave(repeats, dim=0)
+    def _resize(self, capacity: int) -> None:
+        used = min(int(self.lengths.max()) if self.rows else 0, capacity)
+        for kind in (self.keys, self.values):
+            for layer, old in enumerate(kind):
+                kind[layer] = _moved(old, used, capacity)
 
-    def take_rows(self, rows: torch.Tensor) -> GrowableCache:
-        """A new cache holding copies of ``rows`` (to decode a few rows without the rest)."""
-        part = GrowableCache(len(rows), device=self.valid.device)
-        part.layers = [layer.take(rows) for layer in self.layers]
-        part.valid, part.next_position = self.valid[rows].clone(), self.next_position[rows].clone()
-        return part
+    def write(self, layer: int, key: torch.Tensor, value: torch.Tensor,
+              rows: torch.Tensor, slots: torch.Tensor) -> None:
+        """Store new tokens' keys/values: key, value (1, H_kv, T, D); token t goes to (rows[t], slots[t]).
 
-    def put_back(self, part: GrowableCache, rows: torch.Tensor) -> None:
-        """Merge ``part`` (from ``take_rows(rows)``) back; the slots it added are holes elsewhere."""
-        grown = part.length - self.length
-        for layer, part_layer in zip(self.layers, part.layers):
-            layer.put_back(part_layer, rows)
-        self.valid = torch.cat([self.valid, self.valid.new_zeros(self.batch_size, grown)], dim=1)
-        self.valid[rows] = part.valid
-        self.next_position[rows] = part.next_position
+        They are stored in the cache's dtype (under autocast, keys come out of RoPE in float32 and
+        values in the autocast dtype; the attention would cast both to the latter anyway)."""
+        keys, values = self.keys[layer], self.values[layer]
+        keys[rows, :, slots] = key[0].transpose(0, 1).to(keys.dtype)
+        values[rows, :, slots] = value[0].transpose(0, 1).to(values.dtype)
 
-    def compact(self) -> None:
-        """Squeeze out holes: each row's real slots move to the front, in order."""
-        counts = self.valid.sum(dim=1)
-        width = int(counts.max().item()) if counts.numel() else 0
-        # stable sort puts real slots (key 0) before holes (key 1), keeping their order
-        order = torch.sort((~self.valid).to(torch.int8), dim=1, stable=True).indices[:, :width]
-        for layer in self.layers:
-            layer.gather_positions(order)
-        self.valid = torch.arange(width, device=self.valid.device)[None, :] < counts[:, None]
+    def save_prefix(self, row: int, length: int) -> None:
+        """Keep a copy of ``row``'s first ``length`` slots as the prefix of every new row."""
+        self.prefix = [(k[row, :, :length].clone(), v[row, :, :length].clone())
+                       for k, v in zip(self.keys, self.values)]
+
+    def start_row(self, row: int) -> int:
+        """Reset ``row`` for a new episode: the shared prefix (if any) and nothing else; returns its length."""
+        length = self.prefix_length
+        for (pk, pv), k, v in zip(self.prefix, self.keys, self.values):
+            k[row, :, :length] = pk
+            v[row, :, :length] = pv
+        self.lengths[row] = length
+        return length
+
+    def keep_rows(self, rows: torch.Tensor) -> None:
+        """Keep only ``rows`` (in that order); the capacity stays."""
+        for kind in (self.keys, self.values):
+            for layer, old in enumerate(kind):
+                kind[layer] = old.index_select(0, rows)
+        self.lengths = self.lengths[rows]
+
+
+def _moved(old: torch.Tensor, used: int, capacity: int) -> torch.Tensor:
+    """A buffer of ``capacity`` slots holding ``old``'s first ``used`` slots, zeros after them."""
+    new = old.new_empty(old.shape[:2] + (capacity,) + old.shape[3:])
+    new[:, :, :used] = old[:, :, :used]
+    new[:, :, used:].zero_()
+    return new
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN

@@ -1,13 +1,18 @@
-"""Batched multi-turn rollouts: many episodes stepped together.
+"""Batched multi-turn rollouts with continuous batching across turns.
 
-Each round, every episode waiting on the agent gets one batched generation; then its
-action goes to the environment (a tool) or to the user simulator (a message), and the
-answer is *appended* to that episode's token stream. The KV cache of all live
-episodes stays resident between rounds (``GrowableCache``), so a turn costs the
-prefill of its new tokens plus decoding, never a re-encode of the conversation; the
-system prompt every episode shares is prefilled once and broadcast, and each round's
-prefill is split into groups of similar length so a long tool result does not pad every
-other row to its length.
+Every running episode owns one row of a ragged KV cache (``RaggedCache``) and advances
+on its own: each step is ONE packed forward that decodes a token for every row in the
+middle of a turn and, in the same pass, prefills the rows whose turn just ended (the
+end of the turn plus the tool result or user reply) or whose episode just started. A row
+whose turn ends runs its tool at once and is prefilled at the next step while the others
+keep decoding, so nobody waits for the slowest turn of a round; when an episode ends, the
+next waiting episode takes its row (``RolloutConfig.max_batch`` rows at most). The
+system prompt every episode shares is computed once and copied into each new row. A
+turn costs the prefill of its new tokens plus decoding, never a re-encode.
+
+Sampling is as before: one seeded generator draws one uniform per sampled row per step
+(rows in cache order), so a run is a pure function of its seed; greedy decoding gives
+each episode the trajectory it would get alone.
 
 What comes out is one ``Trajectory`` per episode: token ids, the response mask (1 on
 sampled tokens), sampling log-probs, turn spans, steps, the transcript, the reward.
@@ -15,7 +20,8 @@ sampled tokens), sampling log-probs, turn spans, steps, the transcript, the rewa
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -25,8 +31,9 @@ from agentgrpo.agent.turn import play_turn
 from agentgrpo.agent.types import Trajectory, Turn
 from agentgrpo.config import require
 from agentgrpo.envs.types import Action, StepResult
-from agentgrpo.rollout.cache import GrowableCache
-from agentgrpo.rollout.sampling import forward_chunk, sample_tokens
+from agentgrpo.rollout.attention import ragged_attention
+from agentgrpo.rollout.rows import Rows
+from agentgrpo.rollout.sampling import sample_tokens
 
 
 class EpisodeEnv(Protocol):
@@ -51,8 +58,10 @@ class RolloutConfig:
     """Sampling temperature; 0 means greedy."""
     top_p: float = 1.0
     """Nucleus sampling mass."""
-    compact_threshold: float = 0.35
-    """Squeeze cache holes out once they are this share of the cache."""
+    max_batch: int = 0
+    """Episodes running at once (cache rows); the others join as episodes end. 0 = all at once."""
+    compact_threshold: float = 0.125
+    """Drop the cache rows of finished episodes once they are this share of the rows (nobody waiting)."""
     share_prefix_min: int = 8
     """Prefill a common prompt prefix once for all episodes if it is at least this long."""
 
@@ -61,6 +70,7 @@ class RolloutConfig:
             require(getattr(self, key) >= 1, f"rollout.{key}", getattr(self, key), "must be >= 1")
         require(0.0 < self.top_p <= 1.0, "rollout.top_p", self.top_p, "must be in (0, 1]")
         require(self.temperature >= 0, "rollout.temperature", self.temperature, "must be >= 0 (0 = greedy)")
+        require(self.max_batch >= 0, "rollout.max_batch", self.max_batch, "must be >= 0 (0 = all episodes at once)")
         require(0.0 <= self.compact_threshold <= 1.0, "rollout.compact_threshold", self.compact_threshold,
                 "must be in [0, 1]")
         require(self.share_prefix_min >= 0, "rollout.share_prefix_min", self.share_prefix_min, "must be >= 0")
@@ -78,14 +88,12 @@ class EpisodeSpec:
 
 @dataclass
 class _Live:
-    """Book-keeping of one running episode."""
+    """Book-keeping of one episode: its transcript, trajectory and the tokens it prefills next."""
 
     spec: EpisodeSpec
     messages: list[dict[str, Any]]
     traj: Trajectory
-    pending: list[int] = field(default_factory=list)
-    generated: list[int] = field(default_factory=list)
-    generated_logprobs: list[float] = field(default_factory=list)
+    pending: list[int]
     done: bool = False
 
 
@@ -94,10 +102,17 @@ class RolloutStats:
     """Timings and counts of one ``RolloutEngine.run`` call."""
 
     episodes: int = 0
-    rounds: int = 0
+    steps: int = 0
+    """Packed forwards (each decodes every mid-turn row and prefills the others)."""
     policy_tokens: int = 0
+    """Tokens sampled by the policy (the response-mask tokens of all trajectories)."""
     prefill_tokens: int = 0
-    prefill_forwards: int = 0
+    """Tokens prefilled: the shared prefix once, prompts, ends of turns, observations."""
+    decode_tokens: int = 0
+    """Tokens fed one per row to decode."""
+    peak_rows: int = 0
+    cache_mb: float = 0.0
+    """Largest size of the KV cache buffers."""
     generate_seconds: float = 0.0
     env_seconds: float = 0.0
 
@@ -120,32 +135,61 @@ class RolloutEngine:
     def run(self, specs: list[EpisodeSpec], seed: int = 0) -> list[Trajectory]:
         """Run every episode to its end; returns trajectories in the order of ``specs``."""
         stats = self.last_stats = RolloutStats(episodes=len(specs))
-        generator = torch.Generator(device="cpu").manual_seed(seed)
         was_training = self.model.training
         self.model.eval()
-        live = [self._start(spec) for spec in specs]
-        rows = [ep for ep in live if not ep.done]
-        cache = self._prefill_shared_prefix(rows)
-        while rows:
-            stats.rounds += 1
+        episodes = [self._start(spec) for spec in specs]
+        waiting = deque(ep for ep in episodes if not ep.done)
+        if waiting:
+            device = next(self.model.parameters()).device
+            generator = torch.Generator(device=device).manual_seed(seed)
+            with ragged_attention(self.model):
+                self._run_rows(waiting, generator)
+        stats.policy_tokens = sum(ep.traj.num_response_tokens for ep in episodes)
+        self.model.train(was_training)
+        return [ep.traj for ep in episodes]
+
+    def _run_rows(self, waiting: deque[_Live], generator: torch.Generator) -> None:
+        """The continuous-batching loop: step, sample, hand ended turns to the environment."""
+        cfg, stats = self.config, self.last_stats
+        rows = Rows(self.model, min(len(waiting), cfg.max_batch or len(waiting)), cfg.max_new_tokens,
+                    self.chat.eos_token_ids)
+        shared = self._shared_prefix_length([ep.pending for ep in waiting])
+        if shared:
+            rows.prefill_prefix(waiting[0].pending[:shared])
+            stats.prefill_tokens += shared
+        slots: list[_Live | None] = [None] * rows.count
+        for row in range(rows.count):
+            self._join(rows, slots, row, waiting.popleft())
+        stats.peak_rows = rows.count
+        while any(ep is not None for ep in slots):
             t0 = time.perf_counter()
-            self._generate_turn(rows, cache, generator)
+            stats.steps += 1
+            stats.prefill_tokens += sum(len(chunk) for chunk in rows.pending.values())
+            stats.decode_tokens += int(rows.decoding.sum())
+            step_rows, logits = rows.step()
+            tokens, logprobs = sample_tokens(logits, cfg.temperature, cfg.top_p, generator)
+            ended = rows.record(step_rows, tokens, logprobs)
             t1 = time.perf_counter()
-            for ep in rows:
-                self._apply_turn(ep)
+            for row in ended:
+                self._end_turn(rows, slots, row, waiting)
             stats.generate_seconds += t1 - t0
             stats.env_seconds += time.perf_counter() - t1
-            keep = [i for i, ep in enumerate(rows) if not ep.done]
-            if len(keep) < len(rows) and keep:
-                cache.select_rows(torch.tensor(keep, dtype=torch.long))
-            rows = [rows[i] for i in keep]
-            if rows and cache.hole_fraction() > self.config.compact_threshold:
-                cache.compact()
-        stats.policy_tokens = sum(ep.traj.num_response_tokens for ep in live)
-        self.model.train(was_training)
-        return [ep.traj for ep in live]
+            stats.cache_mb = max(stats.cache_mb, rows.cache.nbytes() / 2**20)
+            idle = sum(ep is None for ep in slots)
+            if not waiting and idle and idle >= cfg.compact_threshold * rows.count:
+                keep = [row for row, ep in enumerate(slots) if ep is not None]
+                if keep:
+                    rows.keep(keep)
+                    slots = [slots[row] for row in keep]
 
-    # -- episode start -------------------------------------------------------------
+    def _shared_prefix_length(self, prompts: list[list[int]]) -> int:
+        """Tokens at the start of every prompt (keeping >= 1 of each), or 0 if below ``share_prefix_min``."""
+        if len(prompts) < 2:
+            return 0
+        shared = min(_common_prefix_length(prompts), min(len(p) for p in prompts) - 1)
+        return shared if shared >= max(self.config.share_prefix_min, 1) else 0
+
+    # -- episode life cycle ------------------------------------------------------------
     def _start(self, spec: EpisodeSpec) -> _Live:
         first_user_message = spec.env.reset()
         messages = [
@@ -162,94 +206,39 @@ class RolloutEngine:
             self._finish(ep, spec.env.finish("token_budget"))
         return ep
 
-    def _prefill_shared_prefix(self, rows: list[_Live]) -> GrowableCache:
-        """Prefill the longest prompt prefix all episodes share once, then broadcast it."""
-        if not rows:
-            return GrowableCache(0)
-        shared = _common_prefix_length([ep.pending for ep in rows])
-        shared = min(shared, min(len(ep.pending) for ep in rows) - 1)  # keep >= 1 token per row
-        if len(rows) < 2 or shared < self.config.share_prefix_min:
-            return GrowableCache(len(rows))
-        cache = GrowableCache(1)
-        forward_chunk(self.model, cache, [rows[0].pending[:shared]], self.chat.pad_token_id)
-        cache.repeat_rows(len(rows))
-        self.last_stats.prefill_tokens += shared
-        for ep in rows:
-            ep.pending = ep.pending[shared:]
-        return cache
+    def _join(self, rows: Rows, slots: list[_Live | None], row: int, ep: _Live) -> None:
+        """``ep`` takes ``row``: the shared prefix is there already, the rest of its prompt is queued."""
+        slots[row] = ep
+        rows.start(row, ep.pending[rows.cache.prefix_length :], self._budget(ep))
 
-    # -- one batched assistant turn --------------------------------------------------
-    def _generate_turn(self, rows: list[_Live], cache: GrowableCache, generator: torch.Generator) -> None:
-        cfg = self.config
-        budgets = []
-        for ep in rows:
-            room = cfg.max_total_tokens - len(ep.traj.token_ids) - 1  # keep a slot for a forced end-of-turn
-            budgets.append(max(1, min(cfg.max_new_tokens, room)))
-            ep.generated, ep.generated_logprobs = [], []
-        logits = self._prefill_pending(rows, cache)
-        active = [True] * len(rows)
-        # rows decoded by ``current``: all of them, or (once most have ended their turn) a copy
-        # of the few still generating, so finished rows stop costing compute until the turn ends
-        current, members = cache, list(range(len(rows)))
-        while True:
-            tokens, logprobs = sample_tokens(logits, cfg.temperature, cfg.top_p, generator)
-            for i, token, logprob in zip(members, tokens.tolist(), logprobs.tolist()):
-                if not active[i]:
-                    continue
-                ep = rows[i]
-                ep.generated.append(token)
-                ep.generated_logprobs.append(logprob)
-                if token in self.eos_ids or len(ep.generated) >= budgets[i]:
-                    active[i] = False
-            alive = [i for i in members if active[i]]
-            if not alive:
-                break
-            if len(members) >= 4 and len(alive) <= len(members) // PARK_RATIO:
-                if current is not cache:
-                    cache.put_back(current, torch.tensor(members))
-                current, members = cache.take_rows(torch.tensor(alive)), alive
-            feed = [[rows[i].generated[-1]] if active[i] else [] for i in members]
-            logits = forward_chunk(self.model, current, feed, self.chat.pad_token_id)
-        if current is not cache:
-            cache.put_back(current, torch.tensor(members))
+    def _budget(self, ep: _Live) -> int:
+        room = self.config.max_total_tokens - len(ep.traj.token_ids) - 1  # keep a slot for a forced end-of-turn
+        return max(1, min(self.config.max_new_tokens, room))
 
-    def _prefill_pending(self, rows: list[_Live], cache: GrowableCache) -> torch.Tensor:
-        """Append every row's pending tokens; returns (B, V) logits at each row's last token.
+    def _end_turn(self, rows: Rows, slots: list[_Live | None], row: int, waiting: deque[_Live]) -> None:
+        """Play the turn ``row`` just ended; queue the episode's next chunk, or free the row."""
+        ep = slots[row]
+        assert ep is not None
+        generated, logprobs = rows.turn(row)
+        self._apply_turn(ep, generated, logprobs)
+        if not ep.done:
+            rows.queue(row, ep.pending, self._budget(ep))
+        elif waiting:
+            self._join(rows, slots, row, waiting.popleft())
+        else:
+            slots[row] = None
+            rows.release(row)
 
-        Pending chunks differ widely (a 20-token user reply next to a 600-token flight
-        search), and one padded forward would cost rows x longest. So rows are grouped by
-        length: each group of long chunks runs on a copy of its own rows, and the shortest
-        group runs on the whole cache (the other rows add holes there, not work).
-        """
-        pad = self.chat.pad_token_id
-        lengths = [len(ep.pending) for ep in rows]
-        self.last_stats.prefill_tokens += sum(lengths)
-        *side_groups, main_group = prefill_groups(lengths, PREFILL_GROUP_OVERHEAD_TOKENS)
-        self.last_stats.prefill_forwards += len(side_groups) + 1
-        parts = []
-        for group in side_groups:
-            index = torch.tensor(group)
-            part = cache.take_rows(index)
-            parts.append((index, forward_chunk(self.model, part, [rows[i].pending for i in group], pad)))
-            cache.put_back(part, index)
-        in_main = set(main_group)
-        chunks = [ep.pending if i in in_main else [] for i, ep in enumerate(rows)]
-        logits = forward_chunk(self.model, cache, chunks, pad)
-        for index, part_logits in parts:
-            logits[index] = part_logits
-        return logits
-
-    # -- environment side -------------------------------------------------------------
-    def _apply_turn(self, ep: _Live) -> None:
+    def _apply_turn(self, ep: _Live, generated: list[int], logprobs: list[float]) -> None:
         traj, cfg = ep.traj, self.config
         start = len(traj.token_ids)
-        traj.token_ids += ep.generated
-        traj.response_mask += [1] * len(ep.generated)
-        traj.logprobs += ep.generated_logprobs
+        traj.token_ids += generated
+        traj.response_mask += [1] * len(generated)
+        traj.logprobs += logprobs
         # the last sampled token has not been through the model yet: it leads the next chunk
-        ep.pending = [ep.generated[-1]]
-        ended_cleanly = ep.generated[-1] in self.eos_ids
-        body = ep.generated[:-1] if ended_cleanly else ep.generated
+        ep.pending = [generated[-1]]
+        ended_cleanly = generated[-1] in self.eos_ids
+        body = generated[:-1] if ended_cleanly else generated
         if not ended_cleanly:  # cut at max_new_tokens: close the turn for the template
             forced = self.chat.eos_token_ids[0]
             traj.token_ids.append(forced)
@@ -260,7 +249,7 @@ class RolloutEngine:
         _, outcome = play_turn(ep.spec.env, text, self.chat.tool_names)  # malformed turns never reach it
         step = outcome.step
         traj.steps.append(step)
-        traj.turns.append(Turn(start=start, end=start + len(ep.generated), step=step))
+        traj.turns.append(Turn(start=start, end=start + len(generated), step=step))
         ep.messages.append({"role": "assistant", "content": text})
         if outcome.done:
             self._finish(ep, outcome.result)
@@ -286,44 +275,6 @@ class RolloutEngine:
         traj.termination = result.info.get("termination", "user_stop")
         traj.info.update({k: v for k, v in result.info.items() if k != "termination"})
         traj.messages = self.chat.openai_messages(ep.messages)
-
-
-PARK_RATIO = 4
-"""Decode the rows still generating apart once they are at most 1/PARK_RATIO of the turn's rows."""
-
-PREFILL_GROUP_OVERHEAD_TOKENS = 64
-"""Fixed cost of one extra prefill forward (launch, row copies), in token-forwards."""
-
-
-def prefill_groups(lengths: list[int], overhead: float) -> list[list[int]]:
-    """Split rows into prefill groups minimising padded token-forwards + overhead per group.
-
-    Rows are taken longest first; a side group of rows costs ``len(group) * its longest
-    + overhead``, and the last group (the shortest chunks) costs ``len(lengths) * its
-    longest``, as it runs on the whole batch. Exact dynamic programme over the sorted
-    lengths. Returns lists of row indices; the last one is the main group (non-empty
-    unless ``lengths`` is).
-    """
-    n = len(lengths)
-    if n == 0:
-        return [[]]
-    order = sorted(range(n), key=lambda i: -lengths[i])
-    sorted_lengths = [lengths[i] for i in order]
-    # best[j]: cheapest cost of putting sorted rows [0, j) into side groups; cut[j]: its last start
-    best, cut = [0.0] + [float("inf")] * n, [0] * (n + 1)
-    for j in range(1, n + 1):
-        for i in range(j):
-            cost = best[i] + (j - i) * sorted_lengths[i] + overhead
-            if cost < best[j]:
-                best[j], cut[j] = cost, i
-    main_start = min(range(n), key=lambda k: best[k] + n * sorted_lengths[k])
-    groups, j = [], main_start
-    while j > 0:
-        groups.append(order[cut[j]:j])
-        j = cut[j]
-    groups.reverse()
-    groups.append(order[main_start:])
-    return groups
 
 
 def _common_prefix_length(sequences: list[list[int]]) -> int:

@@ -1,4 +1,5 @@
-"""GrowableCache: chunked, ragged, holey appends give exactly the logits of a plain forward."""
+"""The ragged cache and its packed forward: any mix of decoding and prefilling rows gives each
+row exactly the logits of a plain forward over its whole sequence."""
 from __future__ import annotations
 
 import random
@@ -8,14 +9,18 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from agentgrpo.policy.presets import get_preset
-from agentgrpo.rollout.cache import GrowableCache
-from agentgrpo.rollout.sampling import forward_chunk, sample_tokens
+from agentgrpo.rollout.attention import RAGGED_ATTENTION, ragged_attention
+from agentgrpo.rollout.cache import RaggedCache
+from agentgrpo.rollout.rows import Rows
+
+VOCAB, EOS = 300, 299
 
 
-@pytest.fixture(scope="module")
-def model() -> LlamaForCausalLM:
+@pytest.fixture(scope="module", params=[4, 2], ids=["mha", "gqa"])
+def model(request) -> LlamaForCausalLM:
     torch.manual_seed(0)
-    config = dict(get_preset("tiny").config, vocab_size=300, num_hidden_layers=2)
+    config = dict(get_preset("tiny").config, vocab_size=VOCAB, num_hidden_layers=2,
+                  num_key_value_heads=request.param)
     return LlamaForCausalLM(LlamaConfig(**config)).eval()
 
 
@@ -24,93 +29,124 @@ def reference_logits(model, tokens: list[int]) -> torch.Tensor:
         return model(input_ids=torch.tensor([tokens])).logits[0, -1]
 
 
+def random_chunk(rng: random.Random, low: int, high: int) -> list[int]:
+    return [rng.randrange(1, EOS) for _ in range(rng.randrange(low, high + 1))]
+
+
 @torch.no_grad()
-def test_ragged_chunks_with_holes_match_plain_forward(model):
+def check_step(model, rows: Rows, sequences: list[list[int]]) -> torch.Tensor:
+    """One packed step; every stepped row's logits equal a plain forward of its sequence."""
+    with ragged_attention(model):
+        step_rows, logits = rows.step()
+    for k, row in enumerate(step_rows.tolist()):
+        torch.testing.assert_close(logits[k], reference_logits(model, sequences[row]), atol=1e-4, rtol=0)
+    return step_rows
+
+
+@torch.no_grad()
+def test_decoding_and_prefilling_rows_in_one_step_match_plain_forwards(model):
     rng = random.Random(0)
-    rows = 3
-    sequences: list[list[int]] = [[] for _ in range(rows)]
-    cache = GrowableCache(rows)
-    for step in range(8):
-        # the first chunk gives every row a token; later rows may append nothing (holes)
-        chunks = [[rng.randrange(1, 300) for _ in range(rng.randrange(0 if step else 1, 7))] for _ in range(rows)]
-        logits = forward_chunk(model, cache, chunks, pad_token_id=0)
-        for row in range(rows):
-            sequences[row] += chunks[row]
-            if chunks[row]:
-                torch.testing.assert_close(logits[row], reference_logits(model, sequences[row]), atol=1e-4, rtol=0)
-    assert cache.hole_fraction() > 0
-    assert cache.valid.sum(dim=1).tolist() == [len(s) for s in sequences]
+    rows = Rows(model, 4, max_new_tokens=8, eos_ids=[EOS])
+    sequences = [random_chunk(rng, 1, 9) for _ in range(4)]
+    for row, sequence in enumerate(sequences):
+        rows.start(row, list(sequence), budget=rng.randrange(1, 6))
+    mixed = 0
+    for _ in range(24):
+        decoding_before = int(rows.decoding.sum())
+        step_rows = check_step(model, rows, sequences)
+        mixed += 0 < decoding_before < len(step_rows)  # a step with decoding and prefilling rows
+        tokens = torch.tensor([rng.randrange(1, EOS) for _ in step_rows])
+        for row, token in zip(step_rows.tolist(), tokens.tolist()):
+            sequences[row].append(token)
+        for row in rows.record(step_rows, tokens, torch.zeros(len(tokens))):
+            # the turn ended at its budget: the engine prefills its last token with an observation
+            observation = random_chunk(rng, 0, 30)
+            rows.queue(row, [sequences[row][-1], *observation], budget=rng.randrange(1, 6))
+            sequences[row] += observation
+    assert mixed >= 3
+    # cached: everything but the tokens still to feed (a decoding row's last sample, a pending chunk)
+    assert rows.cache.lengths.tolist() == [len(s) - len(rows.pending.get(r, [s[-1]])) for r, s in enumerate(sequences)]
+    assert rows.cache.capacity >= max(rows.cache.lengths.tolist())
 
 
 @torch.no_grad()
-def test_compaction_and_row_selection_keep_the_conversation(model):
+def test_turn_ends_at_end_of_turn_or_budget_and_keeps_its_tokens(model):
+    rows = Rows(model, 2, max_new_tokens=4, eos_ids=[EOS])
+    rows.start(0, [5, 6], budget=4)
+    rows.start(1, [7], budget=2)
+    with ragged_attention(model):
+        step_rows, _ = rows.step()
+    assert step_rows.tolist() == [0, 1]
+    assert rows.record(step_rows, torch.tensor([10, 11]), torch.tensor([-0.5, -0.25])) == []
+    with ragged_attention(model):
+        step_rows, _ = rows.step()
+    # row 1 reaches its budget of 2; row 0 samples the end-of-turn token
+    assert rows.record(step_rows, torch.tensor([EOS, 12]), torch.tensor([-1.0, -2.0])) == [0, 1]
+    assert rows.turn(0) == ([10, EOS], [-0.5, -1.0])
+    assert rows.turn(1) == ([11, 12], [-0.25, -2.0])
+    assert not rows.decoding.any()
+
+
+@torch.no_grad()
+def test_shared_prefix_new_episodes_in_old_rows_and_dropped_rows(model):
     rng = random.Random(1)
-    sequences: list[list[int]] = [[] for _ in range(3)]
-    cache = GrowableCache(3)
-    for step in range(5):
-        chunks = [[rng.randrange(1, 300) for _ in range(rng.randrange(1 if step == 0 else 0, 9))] for _ in range(3)]
-        forward_chunk(model, cache, chunks, pad_token_id=0)
-        for row in range(3):
-            sequences[row] += chunks[row]
-    before = cache.length
-    cache.compact()
-    assert cache.hole_fraction() < 1e-9 or cache.length < before
-    assert cache.valid.sum(dim=1).tolist() == [len(s) for s in sequences]
-    cache.select_rows(torch.tensor([2, 0]))
-    sequences = [sequences[2], sequences[0]]
-    chunks = [[5, 6, 7], [8]]
-    logits = forward_chunk(model, cache, chunks, pad_token_id=0)
+    prefix = random_chunk(rng, 12, 12)
+    rows = Rows(model, 3, max_new_tokens=8, eos_ids=[EOS])
+    with ragged_attention(model):
+        rows.prefill_prefix(prefix)
+    assert rows.cache.prefix_length == 12
+    sequences = []
+    for row in range(3):
+        tail = random_chunk(rng, 1, 5)
+        rows.start(row, tail, budget=8)
+        sequences.append(prefix + tail)
+    check_step(model, rows, sequences)
+    # row 1's episode ends; a new one takes the row (prefix copied back, old slots masked)
+    rows.release(1)
+    tail = random_chunk(rng, 1, 4)
+    rows.start(1, tail, budget=8)
+    sequences[1] = prefix + tail
+    for row in (0, 2):
+        rows.queue(row, [3], budget=8)
+        sequences[row].append(3)
+    check_step(model, rows, sequences)
+    # row 0 ends with nobody waiting: keep rows 2 and 1 (renumbered 0 and 1)
+    rows.release(0)
+    rows.keep([2, 1])
+    sequences = [sequences[2], sequences[1]]
     for row in range(2):
-        sequences[row] += chunks[row]
-        torch.testing.assert_close(logits[row], reference_logits(model, sequences[row]), atol=1e-4, rtol=0)
+        chunk = random_chunk(rng, 1, 20)
+        rows.queue(row, chunk, budget=8)
+        sequences[row] += chunk
+    check_step(model, rows, sequences)
+    assert rows.cache.rows == 2
+
+
+def test_buffers_grow_keep_their_contents_and_stay_zero_beyond():
+    cache = RaggedCache(2, layers=1, kv_heads=1, head_dim=2, dtype=torch.float32, device="cpu", capacity=1)
+    assert cache.capacity == 64
+    key = torch.arange(8.0).reshape(1, 1, 4, 2)
+    cache.write(0, key, key + 100, torch.tensor([1, 1, 0, 0]), torch.tensor([0, 1, 0, 63]))
+    cache.lengths = torch.tensor([64, 2])
+    cache.reserve(64)
+    assert cache.capacity == 64
+    cache.reserve(65)
+    assert cache.capacity == 128  # 1.5 x 64 = 96, rounded up to 64s
+    assert cache.keys[0][1, 0, :2].tolist() == [[0.0, 1.0], [2.0, 3.0]]
+    assert cache.values[0][0, 0, 63].tolist() == [106.0, 107.0]
+    assert cache.keys[0][:, :, 64:].abs().sum() == 0
+    cache.keep_rows(torch.tensor([1]))  # row 1 only; the capacity stays
+    assert cache.capacity == 128 and cache.lengths.tolist() == [2]
+    assert cache.keys[0][0, 0, :2].tolist() == [[0.0, 1.0], [2.0, 3.0]]
+    assert cache.keys[0][:, :, 2:].abs().sum() == 0
 
 
 @torch.no_grad()
-def test_broadcast_prefix_equals_per_row_prefill(model):
-    prefix = list(range(10, 40))
-    cache = GrowableCache(1)
-    forward_chunk(model, cache, [prefix], pad_token_id=0)
-    cache.repeat_rows(3)
-    tails = [[1, 2], [3], [4, 5, 6]]
-    logits = forward_chunk(model, cache, tails, pad_token_id=0)
-    for row, tail in enumerate(tails):
-        torch.testing.assert_close(logits[row], reference_logits(model, prefix + tail), atol=1e-4, rtol=0)
-
-
-def test_sampling_matches_its_distribution_and_is_seeded():
-    logits = torch.log(torch.tensor([[0.1, 0.2, 0.7, 0.0]]).repeat(20000, 1) + 1e-12)
-    tokens, logprobs = sample_tokens(logits, 1.0, 1.0, torch.Generator().manual_seed(0))
-    freq = torch.bincount(tokens, minlength=4).float() / len(tokens)
-    torch.testing.assert_close(freq, torch.tensor([0.1, 0.2, 0.7, 0.0]), atol=0.015, rtol=0)
-    torch.testing.assert_close(logprobs.exp(), torch.tensor([0.1, 0.2, 0.7])[tokens], atol=1e-5, rtol=0)
-    again, _ = sample_tokens(logits, 1.0, 1.0, torch.Generator().manual_seed(0))
-    assert torch.equal(tokens, again)
-    # top-p 0.75 keeps 0.7 and 0.2 (the mass before 0.2 is 0.7 < 0.75), renormalised
-    kept, _ = sample_tokens(logits, 1.0, 0.75, torch.Generator().manual_seed(1))
-    freq = torch.bincount(kept, minlength=4).float() / len(kept)
-    torch.testing.assert_close(freq, torch.tensor([0.0, 0.2 / 0.9, 0.7 / 0.9, 0.0]), atol=0.015, rtol=0)
-    greedy, _ = sample_tokens(logits[:3], 0.0, 1.0, None)
-    assert greedy.tolist() == [2, 2, 2]
-
-
-@torch.no_grad()
-def test_decoding_a_few_taken_rows_then_putting_them_back(model):
-    rng = random.Random(2)
-    sequences = [[rng.randrange(1, 300) for _ in range(rng.randrange(3, 9))] for _ in range(4)]
-    cache = GrowableCache(4)
-    forward_chunk(model, cache, [list(s) for s in sequences], pad_token_id=0)
-    rows = torch.tensor([1, 3])
-    part = cache.take_rows(rows)
-    for _ in range(3):  # rows 1 and 3 decode alone
-        chunk = [[rng.randrange(1, 300)], [rng.randrange(1, 300)]]
-        logits = forward_chunk(model, part, chunk, pad_token_id=0)
-        for k, row in enumerate(rows.tolist()):
-            sequences[row] += chunk[k]
-            torch.testing.assert_close(logits[k], reference_logits(model, sequences[row]), atol=1e-4, rtol=0)
-    cache.put_back(part, rows)
-    assert cache.valid.sum(dim=1).tolist() == [len(s) for s in sequences]
-    chunks = [[7], [8, 9], [10], [11]]
-    logits = forward_chunk(model, cache, chunks, pad_token_id=0)
-    for row in range(4):
-        sequences[row] += chunks[row]
-        torch.testing.assert_close(logits[row], reference_logits(model, sequences[row]), atol=1e-4, rtol=0)
+def test_ragged_attention_is_plain_sdpa_outside_a_step_and_is_restored(model):
+    ids = torch.tensor([[5, 6, 7, 8]])
+    before = model.config._attn_implementation
+    expected = model(input_ids=ids).logits
+    with ragged_attention(model):
+        assert model.config._attn_implementation == RAGGED_ATTENTION
+        torch.testing.assert_close(model(input_ids=ids).logits, expected, atol=1e-5, rtol=0)
+    assert model.config._attn_implementation == before

@@ -5,12 +5,11 @@ import pytest
 import torch
 from helpers import small_env_config
 
-import agentgrpo.rollout.engine as engine_module
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.envs.airline.factory import build_env, make_env
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import load_policy, read_agent_config
-from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig, RolloutEngine, prefill_groups
+from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig, RolloutEngine
 
 
 @pytest.fixture(scope="module")
@@ -101,34 +100,33 @@ def test_greedy_rollouts_ignore_the_seed(setup):
     assert [t.token_ids for t in a] == [t.token_ids for t in b]
 
 
-def test_grouped_prefill_keeps_sampling_logprobs_exact(setup, monkeypatch):
-    # zero overhead: every distinct chunk length gets its own prefill group
-    monkeypatch.setattr(engine_module, "PREFILL_GROUP_OVERHEAD_TOKENS", 0)
+def test_episodes_joining_and_prefilling_while_others_decode_keep_logprobs_exact(setup):
+    # 8 episodes through 3 rows: later episodes take the rows of finished ones, and rows whose
+    # turn hit the token budget early prefill their observation while the others still decode
     bundle, model, chat = setup
-    engine = RolloutEngine(model, chat, RolloutConfig(max_turns=4, max_new_tokens=24, temperature=0.8))
+    config = RolloutConfig(max_turns=4, max_new_tokens=24, max_total_tokens=520, temperature=0.8, max_batch=3)
+    engine = RolloutEngine(model, chat, config)
     trajectories = engine.run(specs(bundle, n_tasks=2, group=4, max_steps=4), seed=5)
     stats = engine.last_stats
-    assert stats.rounds >= 2 and stats.prefill_forwards > stats.rounds  # some rounds were split
+    assert stats.peak_rows == 3 and len(trajectories) == 8
+    assert all(t.turns for t in trajectories)
+    assert stats.decode_tokens + stats.prefill_tokens > stats.policy_tokens
     assert_sampling_logprobs_match_the_training_forward(model, trajectories, 0.8)
 
 
-def _padded_cost(lengths, groups, overhead):
-    *side, main = groups
-    cost = sum(len(g) * max(lengths[i] for i in g) + overhead for g in side)
-    return cost + len(lengths) * max(lengths[i] for i in main)
+def test_episodes_joining_later_are_seeded_too(setup):
+    # two rows for four episodes: the same seed gives the same trajectories, another seed others
+    _, first = run(setup, seed=7, max_batch=2)
+    _, again = run(setup, seed=7, max_batch=2)
+    _, other = run(setup, seed=8, max_batch=2)
+    assert [t.token_ids for t in first] == [t.token_ids for t in again]
+    assert [t.token_ids for t in first] != [t.token_ids for t in other]
 
 
-@pytest.mark.parametrize("lengths", [[20, 30, 600, 25, 200, 210, 22], [5] * 6, [1, 100], [300]])
-def test_prefill_groups_partition_rows_at_the_cheapest_cost(lengths):
-    overhead = 64
-    groups = prefill_groups(lengths, overhead)
-    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
-    assert groups[-1], "the main group is never empty"
-    # brute force over contiguous cuts of the longest-first order
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    best = float("inf")
-    for mask in range(2 ** (len(lengths) - 1)):
-        cuts = [0] + [k + 1 for k in range(len(lengths) - 1) if mask >> k & 1] + [len(lengths)]
-        candidate = [order[a:b] for a, b in zip(cuts, cuts[1:])]
-        best = min(best, _padded_cost(lengths, candidate, overhead))
-    assert _padded_cost(lengths, groups, overhead) == best
+def test_runs_under_autocast(setup):
+    # on CUDA the trainer rolls out under bfloat16 autocast: keys (float32 out of RoPE) and values
+    # (bfloat16) are kept in the autocast dtype
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        engine, trajectories = run(setup, seed=0, max_turns=2, max_new_tokens=6)
+    assert all(len(t.turns) >= 1 and len(t.logprobs) == len(t.token_ids) for t in trajectories)
+    assert engine.last_stats.policy_tokens > 0
