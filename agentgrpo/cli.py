@@ -29,7 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("agentgrpo.train.cli:register_train", "GRPO training with any variant (experiment=...)"),
     "eval": ("agentgrpo.eval.cli", "pass^k evaluation of a checkpoint, the oracle or an endpoint"),
     "serve": ("agentgrpo.serve.cli", "OpenAI-compatible server of a checkpoint or Hub model"),
-    "ablate": ("agentgrpo.jobs.ablate", "every variant from one SFT checkpoint: table and curves"),
+    "ablate": ("agentgrpo.jobs.ablate", "every variant × seeds: table with CIs, plots, diagnoses"),
+    "diagnose": ("agentgrpo.diagnose", "collapse signatures in a GRPO run's metrics.jsonl"),
     "verl-prepare": ("agentgrpo.integrations.verl.data", "write the airline task parquet files for veRL"),
     "verl-merge": ("agentgrpo.integrations.verl.merge", "merge a veRL FSDP checkpoint into an HF dir for eval"),
 }

@@ -1,70 +1,312 @@
-"""``agentgrpo ablate``: every variant from the same SFT checkpoint, side by side.
+"""``agentgrpo ablate``: every variant × several seeds, side by side, with the uncertainty.
 
-For each experiment (default: all of ``configs/experiment``) it trains GRPO from the given
-SFT checkpoint with identical settings except the variant, evaluates the final
-checkpoint (and the SFT start point once), and writes ``ablation.md`` (the seed study's
-table, Δ against vanilla), ``ablation.json`` and ``training_curves.png``. Overrides
-use the quickstart's syntax: ``grpo.trainer.steps=40``, ``eval.trials=4``, ``seed=1``.
+For each seed it trains one SFT checkpoint (or takes ``--sft`` for all), then every
+experiment (default: all of ``configs/experiment``) with GRPO from it under each
+*setting* (a named set of extra GRPO overrides, e.g. ``base`` and a high-learning-rate
+``stress``), evaluates every final checkpoint and the SFT start point on the same tasks,
+trials and user seeds, and diagnoses every run (``agentgrpo diagnose``). Finished jobs
+are skipped, killed ones resumed, independent ones run ``--parallel`` at a time
+(``agentgrpo.jobs.ablate_grid``).
+
+The result, per setting (``ablation.md``, ``ablation.json``, plots): the seed study's
+table (overall pass^1, Generalization, write-task pass^1, error rate, reasoning depth p50)
+as the mean over seeds with a 95% t-interval, the paired differences against vanilla and
+against SFT (per task, averaged over seeds, bootstrapped over tasks: the evaluation
+episodes pool across seeds), comparison bars with error bars, validation pass^1 against
+step when the runs validate, and each run's diagnose findings.
+
+Presets (``--preset``, ``configs/ablate/*.yaml``) fix the grid and its sizes; ``cpu-quick``
+and ``cpu`` are the CPU benchmark (docs/results/ablation-cpu.md). Overrides use the
+quickstart's syntax (``grpo.trainer.steps=40``, ``eval.trials=4``, ``sft.trainer.epochs=2``)
+and win over the preset's.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgrpo.config import ConfigError, available_experiments, load_config, split_overrides
+import yaml
+
+from agentgrpo.config import CONFIG_DIR, ConfigError, available_experiments, split_overrides
+from agentgrpo.jobs.ablate_grid import Job, eval_job, grpo_job, run_jobs, sft_job
+
+PRESET_DIR = CONFIG_DIR / "ablate"
+STAGES = ("sft", "grpo", "eval")
+BASELINE = "vanilla"
 
 
+def available_presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+@dataclass
+class AblationPlan:
+    """The grid: what runs, where, with which overrides."""
+
+    out: Path
+    seeds: list[int] = field(default_factory=lambda: [0])
+    experiments: list[str] = field(default_factory=available_experiments)
+    settings: dict[str, list[str]] = field(default_factory=lambda: {"base": []})
+    """Setting name → extra GRPO overrides of that setting's runs."""
+    overrides: dict[str, list[str]] = field(default_factory=lambda: {s: [] for s in STAGES})
+    parallel: int = 1
+    sft: Path | None = None
+    """One SFT checkpoint for every seed (else one is trained per seed)."""
+
+    def __post_init__(self) -> None:
+        unknown = set(self.experiments) - set(available_experiments())
+        if unknown or not self.experiments:
+            raise ConfigError(f"experiments={sorted(unknown) or self.experiments} is invalid: choose from "
+                              f"{available_experiments()}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"seeds={self.seeds} is invalid: must be distinct integers")
+        if self.parallel < 1:
+            raise ConfigError(f"parallel={self.parallel} is invalid: must be >= 1")
+        if not self.settings:
+            raise ConfigError("settings is invalid: name at least one setting (e.g. base: [])")
+
+    # -- where things go ---------------------------------------------------------------------
+    def sft_dir(self, seed: int) -> Path:
+        return self.sft if self.sft is not None else self.out / "sft" / f"seed{seed}" / "final"
+
+    def sft_eval_dir(self, seed: int) -> Path:
+        return self.out / "sft" / ("eval" if self.sft is not None else f"seed{seed}/eval")
+
+    def run_dir(self, setting: str, seed: int, experiment: str) -> Path:
+        return self.out / setting / f"seed{seed}" / experiment
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    path = PRESET_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"--preset {name!r} is unknown; choose one of {available_presets()}")
+    data = yaml.safe_load(path.read_text()) or {}
+    known = {"seeds", "experiments", "settings", "parallel", *STAGES}
+    extra = set(data) - known
+    if extra:
+        raise ConfigError(f"preset {name}: unknown key(s) {sorted(extra)}; valid keys: {sorted(known)}")
+    return data
+
+
+def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None = None,
+              seeds: list[int] | None = None, experiments: list[str] | None = None,
+              settings: list[str] | None = None, parallel: int | None = None,
+              overrides: list[str] | None = None) -> AblationPlan:
+    """The plan of a preset (or the defaults) with the command line's choices on top."""
+    data = load_preset(preset) if preset else {}
+    stage = split_overrides(list(overrides or []), STAGES)
+    all_settings = {name: list(extra or []) for name, extra in (data.get("settings") or {"base": []}).items()}
+    if settings:
+        missing = [s for s in settings if s not in all_settings]
+        if missing:
+            raise ConfigError(f"--settings {missing} unknown; this grid has {sorted(all_settings)}")
+        all_settings = {s: all_settings[s] for s in settings}
+    return AblationPlan(
+        out=Path(out),
+        seeds=list(seeds if seeds is not None else data.get("seeds", [0])),
+        experiments=list(experiments or data.get("experiments") or available_experiments()),
+        settings=all_settings,
+        overrides={s: [*(data.get(s) or []), *stage[s]] for s in STAGES},
+        parallel=int(parallel if parallel is not None else data.get("parallel", 1)),
+        sft=Path(sft) if sft else None,
+    )
+
+
+def plan_jobs(plan: AblationPlan) -> list[Job]:
+    """Every job of the grid, with its dependencies (finished ones included: they are skipped)."""
+    jobs: list[Job] = []
+    evaluate = plan.overrides["eval"]
+    sft_needs: dict[int, list[str]] = {}
+    for seed in plan.seeds:
+        if plan.sft is None:
+            job = sft_job(plan.out, seed, plan.overrides["sft"])
+            jobs.append(job)
+            sft_needs[seed] = [job.name]
+            jobs.append(eval_job(plan.sft_dir(seed), plan.sft_eval_dir(seed), f"sft/seed{seed}/eval", evaluate,
+                                 [job.name]))
+        else:
+            sft_needs[seed] = []
+    if plan.sft is not None:
+        jobs.append(eval_job(plan.sft, plan.sft_eval_dir(0), "sft/eval", evaluate, []))
+    # experiments outermost: with a few jobs at a time every variant gets its first seed early
+    for setting, extra in plan.settings.items():
+        for experiment in plan.experiments:
+            for seed in plan.seeds:
+                run_dir = plan.run_dir(setting, seed, experiment)
+                name = f"{setting}/seed{seed}/{experiment}"
+                jobs.append(grpo_job(run_dir, name, experiment, seed, plan.sft_dir(seed),
+                                     [*plan.overrides["grpo"], *extra], sft_needs[seed]))
+                jobs.append(eval_job(run_dir / "final", run_dir / "eval", f"{name}/eval", evaluate, [name]))
+    return jobs
+
+
+def run_ablation(plan: AblationPlan) -> dict[str, Any]:
+    """Run (or finish) the grid, then write each setting's report; returns the summaries."""
+    from agentgrpo.config import DataError
+
+    _check_configs(plan)
+    plan.out.mkdir(parents=True, exist_ok=True)
+    failed = run_jobs(plan_jobs(plan), plan.parallel, plan.out / "logs")
+    summaries = {setting: write_report(plan, setting) for setting in plan.settings}
+    (plan.out / "ablation.json").write_text(json.dumps(summaries, indent=2))
+    if failed:
+        raise DataError(f"ablate: {len(failed)} job(s) failed ({', '.join(failed[:4])}…); see {plan.out / 'logs'}; "
+                        "run the same command again to retry them (finished jobs are kept)")
+    return summaries
+
+
+def _check_configs(plan: AblationPlan) -> None:
+    """Every stage config resolves before the first process starts (a bad key fails now, named)."""
+    from agentgrpo.config import load_config
+    from agentgrpo.eval.evaluator import EvalConfig
+    from agentgrpo.train.grpo_config import GRPOConfig
+    from agentgrpo.train.sft import SFTConfig
+
+    if plan.sft is None:
+        load_config(SFTConfig, plan.overrides["sft"], defaults="sft.yaml")
+    else:
+        from agentgrpo.preflight import check_policy_source
+
+        check_policy_source(plan.sft, "--sft", "pass an SFT run's final/ directory (agentgrpo sft writes "
+                                               "runs/sft/final)")
+    load_config(EvalConfig, plan.overrides["eval"], defaults="eval.yaml")
+    for extra in plan.settings.values():
+        for experiment in plan.experiments:
+            load_config(GRPOConfig, [f"experiment={experiment}", *plan.overrides["grpo"], *extra],
+                        defaults="grpo.yaml")
+
+
+# ---------------------------------------------------------------------------------- summary
+def summarize_setting(plan: AblationPlan, setting: str) -> dict[str, Any]:
+    """Per experiment: metrics per seed, their mean ± t-interval, paired deltas, diagnose findings."""
+    from agentgrpo.diagnose import diagnose
+    from agentgrpo.eval.stats import mean_over_seeds
+
+    sft_evals = {seed: _maybe_eval(plan.sft_eval_dir(seed)) for seed in plan.seeds}
+    rows: dict[str, Any] = {"SFT": _row({s: e for s, e in sft_evals.items() if e}, mean_over_seeds)}
+    evals: dict[str, dict[int, dict[str, Any]]] = {}
+    for experiment in plan.experiments:
+        per_seed = {seed: _maybe_eval(plan.run_dir(setting, seed, experiment) / "eval") for seed in plan.seeds}
+        evals[experiment] = {s: e for s, e in per_seed.items() if e}
+        row = _row(evals[experiment], mean_over_seeds)
+        findings = {}
+        for seed in plan.seeds:
+            run_dir = plan.run_dir(setting, seed, experiment)
+            if (run_dir / "metrics.jsonl").is_file():
+                result = diagnose(run_dir)
+                findings[seed] = [{"check": f.check, "step": f.step, "summary": f.summary} for f in result.findings]
+        row["diagnose"] = findings
+        rows[experiment] = row
+    for experiment, by_seed in evals.items():
+        rows[experiment]["vs_sft"] = _pooled_delta(by_seed, {s: e for s, e in sft_evals.items() if e})
+        if BASELINE in evals and experiment != BASELINE:
+            rows[experiment]["vs_vanilla"] = _pooled_delta(by_seed, evals[BASELINE])
+    return {"setting": setting, "seeds": plan.seeds, "overrides": plan.settings[setting], "rows": rows}
+
+
+def _maybe_eval(out_dir: Path) -> dict[str, Any] | None:
+    path = out_dir / "eval.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+HEADLINE = {
+    "pass^1": lambda m: m["pass^k"]["1"] if "1" in m["pass^k"] else m["pass^k"][1],
+    "generalization": lambda m: m["generalization"],
+    "write_pass^1": lambda m: m.get("write_pass^1"),
+    "error_rate": lambda m: m["error_rate"],
+    "reasoning_depth_p50": lambda m: m["reasoning_depth_p50"],
+    "do_nothing_floor": lambda m: m.get("do_nothing_floor"),
+}
+"""The table's columns, read from an eval.json's ``metrics``."""
+
+
+def _row(by_seed: Mapping[int, Mapping[str, Any]], mean_over_seeds) -> dict[str, Any]:
+    values = {name: {seed: get(e["metrics"]) for seed, e in by_seed.items()} for name, get in HEADLINE.items()}
+    return {
+        "seeds_done": sorted(by_seed),
+        "per_seed": values,
+        "mean": {name: mean_over_seeds([v for v in per.values() if v is not None]).to_dict()
+                 for name, per in values.items() if any(v is not None for v in per.values())},
+    }
+
+
+def _pooled_delta(a: Mapping[int, Mapping[str, Any]], b: Mapping[int, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """``a − b`` per task, averaged over the seeds both have, bootstrapped over tasks.
+
+    Every seed's evaluation uses the same tasks, trials and user seeds (the eval config is
+    the grid's), so a task's difference pools that task's episodes across seeds and tasks
+    stay the resampling unit. Overall pass^1, and Generalization resampled per split.
+    """
+    from agentgrpo.eval.compare import paired_rows
+    from agentgrpo.eval.metrics import SEED_SPLIT_WEIGHTS, generalization
+    from agentgrpo.eval.stats import bootstrap_mean, bootstrap_stratified
+    from agentgrpo.eval.summary import task_pass1
+
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return None
+    diffs: dict[str, list[float]] = {}
+    split_of: dict[str, str] = {}
+    for seed in seeds:
+        rows_a, rows_b = paired_rows(a[seed], b[seed], (f"seed{seed} a", f"seed{seed} b"))
+        for task, row in rows_a.items():
+            diffs.setdefault(task, []).append(task_pass1(row) - task_pass1(rows_b[task]))
+            split_of[task] = row["split"]
+    per_task = {task: statistics.fmean(values) for task, values in diffs.items()}
+    sizes = a[seeds[0]]["split_sizes"]
+    strata = {s: [d for t, d in per_task.items() if split_of[t] == s] for s in SEED_SPLIT_WEIGHTS if s in sizes}
+    strata = {s: v for s, v in strata.items() if v}
+    out = {"seeds": seeds, "pass^1": bootstrap_mean(list(per_task.values())).to_dict()}
+    if strata:
+        out["generalization"] = bootstrap_stratified(strata, lambda m: generalization(m, sizes)).to_dict()
+    return out
+
+
+def write_report(plan: AblationPlan, setting: str) -> dict[str, Any]:
+    from agentgrpo.report.ablation import ablation_markdown, plot_bars, plot_progression
+
+    summary = summarize_setting(plan, setting)
+    out = plan.out / setting
+    out.mkdir(parents=True, exist_ok=True)
+    plot_bars(summary, out / "comparison.png")
+    runs = {e: [plan.run_dir(setting, s, e) / "metrics.jsonl" for s in plan.seeds] for e in plan.experiments}
+    has_val = plot_progression(runs, out / "progression.png")
+    (out / "ablation.md").write_text(ablation_markdown(summary, has_progression=has_val))
+    (out / "ablation.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+# ---------------------------------------------------------------------------------- command
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("ablate", help="train and evaluate every variant from one SFT checkpoint")
-    parser.add_argument("--sft", required=True, help="the SFT checkpoint every variant starts from")
-    parser.add_argument("--out", default="runs/ablation", help="output directory")
-    parser.add_argument("--experiments", default=",".join(available_experiments()),
-                        help="comma-separated experiment names (default: all)")
-    parser.add_argument("overrides", nargs="*", metavar="[grpo.|eval.]key=value")
+    parser = subparsers.add_parser("ablate", help="train and evaluate every variant × seeds, with CIs and diagnoses")
+    parser.add_argument("--preset", help=f"a grid from configs/ablate: {', '.join(available_presets())}")
+    parser.add_argument("--sft", help="one SFT checkpoint every run starts from (default: one trained per seed)")
+    parser.add_argument("--out", default="runs/ablation", help="output directory (rerun to resume)")
+    parser.add_argument("--experiments", help="comma-separated experiment names (default: the preset's, or all)")
+    parser.add_argument("--seeds", help="comma-separated seeds (default: the preset's, or 0)")
+    parser.add_argument("--settings", help="comma-separated settings of the preset to run (default: all)")
+    parser.add_argument("--parallel", type=int, help="jobs at once (default: the preset's, or 1)")
+    parser.add_argument("overrides", nargs="*", metavar="[sft.|grpo.|eval.]key=value")
     parser.set_defaults(func=run)
 
 
-def run_ablation(sft: str | Path, out: str | Path, experiments: list[str], overrides: list[str]) -> dict[str, Any]:
-    from agentgrpo.eval.evaluator import EvalConfig, evaluate
-    from agentgrpo.preflight import check_policy_source, preflight_eval, preflight_grpo
-    from agentgrpo.report.plots import plot_training_curves
-    from agentgrpo.report.tables import comparison_table
-    from agentgrpo.train.grpo import train_grpo
-    from agentgrpo.train.grpo_config import GRPOConfig
-
-    out = Path(out)
-    stage = split_overrides(overrides, ("grpo", "eval"))
-    unknown = set(experiments) - set(available_experiments())
-    if unknown:
-        raise ConfigError(f"unknown experiment(s) {sorted(unknown)}; choose from {available_experiments()}")
-
-    def eval_config(checkpoint: Path, name: str) -> EvalConfig:
-        return load_config(EvalConfig, [*stage["eval"], f"policy={checkpoint}", f"out_dir={out / name / 'eval'}"],
-                           defaults="eval.yaml")
-
-    check_policy_source(sft, "--sft", "pass an SFT run's final/ directory (agentgrpo sft writes runs/sft/final)")
-    configs = {experiment: load_config(GRPOConfig, [f"experiment={experiment}", *stage["grpo"], f"policy.init={sft}",
-                                                    f"run_dir={out / experiment}"], defaults="grpo.yaml")
-               for experiment in experiments}
-    for config in configs.values():  # every config and file is checked before the first model is built
-        preflight_grpo(config)
-    preflight_eval(eval_config(Path(sft), "sft"))
-    metrics = {"SFT": evaluate(eval_config(Path(sft), "sft")).metrics}
-    for experiment, config in configs.items():
-        metrics[experiment] = evaluate(eval_config(train_grpo(config), experiment)).metrics
-    baseline = "vanilla" if "vanilla" in metrics else "SFT"
-    (out / "ablation.md").write_text(
-        "# Ablation\n\n" + comparison_table(metrics, baseline=baseline)
-        + "\n![training curves](training_curves.png)\n"
-    )
-    plot_training_curves({e: out / e / "metrics.jsonl" for e in experiments}, out / "training_curves.png")
-    (out / "ablation.json").write_text(json.dumps(metrics, indent=2))
-    return metrics
-
-
 def run(args: argparse.Namespace) -> int:
-    run_ablation(args.sft, args.out, [e for e in args.experiments.split(",") if e], args.overrides)
-    print((Path(args.out) / "ablation.md").read_text())
+    def listed(text: str | None) -> list[str] | None:
+        return [x for x in text.split(",") if x] if text else None
+
+    seeds = listed(args.seeds)
+    try:
+        seed_values = [int(s) for s in seeds] if seeds else None
+    except ValueError:
+        raise ConfigError(f"--seeds {args.seeds!r} is invalid: comma-separated integers") from None
+    plan = make_plan(args.out, args.preset, args.sft, seed_values, listed(args.experiments),
+                     listed(args.settings), args.parallel, args.overrides)
+    run_ablation(plan)
+    for setting in plan.settings:
+        print((plan.out / setting / "ablation.md").read_text())
     return 0

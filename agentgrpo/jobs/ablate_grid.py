@@ -1,0 +1,128 @@
+"""The job graph of ``agentgrpo ablate``: which processes a variants × seeds grid runs,
+which are finished, and running the rest a few at a time.
+
+Every unit of work is one ``agentgrpo`` command in its own process (its own memory, its
+own torch threads; killing the grid kills nothing half-written: checkpoints and
+evaluation logs are atomic or append-only):
+
+- ``sft/seed<S>``: the SFT checkpoint seed S's runs start from (``--sft`` skips these),
+- ``sft/seed<S>/eval``: its evaluation (the "SFT" row and the pairing baseline),
+- ``<setting>/seed<S>/<experiment>``: a GRPO run, then ``.../eval`` its evaluation.
+
+A job whose output exists is skipped; a GRPO run with checkpoints but no ``final/`` is
+resumed (``train --resume``); an evaluation with a partial log is resumed (``eval
+--resume``). Jobs whose inputs exist run ``jobs`` at a time, torch threads split
+between them.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentgrpo.config import DataError
+
+FINAL_MARKER = "agentgrpo.json"
+"""Written last into a model directory (``final/``): its presence means the run finished."""
+
+
+@dataclass
+class Job:
+    """One command, what it needs first, and the file whose existence means it is done."""
+
+    name: str
+    command: list[str]
+    done_file: Path
+    needs: list[str] = field(default_factory=list)
+    log: Path | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.done_file.is_file()
+
+
+def cli(*args: str) -> list[str]:
+    """An ``agentgrpo`` command run with this interpreter (works without the console script)."""
+    return [sys.executable, "-m", "agentgrpo.cli", *args]
+
+
+def sft_job(out: Path, seed: int, overrides: list[str]) -> Job:
+    run_dir = out / "sft" / f"seed{seed}"
+    return Job(f"sft/seed{seed}", cli("sft", *overrides, f"seed={seed}", f"run_dir={run_dir}", "progress=false"),
+               run_dir / "final" / FINAL_MARKER)
+
+
+def grpo_job(run_dir: Path, name: str, experiment: str, seed: int, init: Path, overrides: list[str],
+             needs: list[str]) -> Job:
+    resume = ["--resume"] if any(run_dir.glob("step_*")) else []
+    command = cli("train", *resume, f"experiment={experiment}", *overrides, f"seed={seed}",
+                  f"policy.init={init}", f"run_dir={run_dir}", "logging.progress=false")
+    return Job(name, command, run_dir / "final" / FINAL_MARKER, needs)
+
+
+def eval_job(policy: Path, out_dir: Path, name: str, overrides: list[str], needs: list[str]) -> Job:
+    resume = ["--resume"] if (out_dir / "transcripts.jsonl").is_file() else []
+    command = cli("eval", *resume, "--policy", str(policy), "--out", str(out_dir), *overrides, "progress=false")
+    return Job(name, command, out_dir / "eval.json", needs)
+
+
+def run_jobs(jobs: list[Job], parallel: int, log_dir: Path, report: Callable[[str], None] = print) -> list[str]:
+    """Run the unfinished jobs, ``parallel`` at a time, each once its ``needs`` are done.
+
+    Returns the names of the jobs that failed (their logs say why); jobs that need a
+    failed one are not started. Output of each job goes to ``log_dir/<name>.log``.
+    """
+    by_name = {job.name: job for job in jobs}
+    unknown = {need for job in jobs for need in job.needs} - set(by_name)
+    if unknown:
+        raise DataError(f"ablate: jobs need unknown jobs {sorted(unknown)}")
+    finished = {job.name for job in jobs if job.done}
+    failed: list[str] = []
+    todo = [job for job in jobs if job.name not in finished]
+    report(f"ablate: {len(finished)} of {len(jobs)} jobs already done, {len(todo)} to run, {parallel} at a time")
+    threads = max(1, (os.cpu_count() or 1) // parallel)
+    lock = threading.Lock()
+    running: dict[Future, Job] = {}
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        while todo or running:
+            blocked = [job for job in todo if any(need in failed for need in job.needs)]
+            for job in blocked:
+                todo.remove(job)
+                failed.append(job.name)
+                report(f"  skipped {job.name}: it needs a failed job")
+            ready = [job for job in todo if all(need in finished for need in job.needs)]
+            for job in ready[: parallel - len(running)]:
+                todo.remove(job)
+                running[pool.submit(_run_one, job, log_dir, threads)] = job
+                report(f"  started {job.name}")
+            if not running:
+                if todo:  # nothing can start: a dependency cycle or a need that is never done
+                    raise DataError(f"ablate: jobs {[job.name for job in todo]} can never start")
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                job = running.pop(future)
+                seconds, ok = future.result()
+                with lock:
+                    (finished.add(job.name) if ok else failed.append(job.name))
+                report(f"  {'finished' if ok else 'FAILED'} {job.name} in {seconds:.0f} s"
+                       + ("" if ok else f" (log: {log_dir / (job.name.replace('/', '__') + '.log')})"))
+    return failed
+
+
+def _run_one(job: Job, log_dir: Path, threads: int) -> tuple[float, bool]:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = job.log or log_dir / (job.name.replace("/", "__") + ".log")
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    start = time.perf_counter()
+    with open(log, "a") as handle:
+        handle.write(f"$ {' '.join(job.command)}\n")
+        handle.flush()
+        result = subprocess.run(job.command, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False)
+    return time.perf_counter() - start, result.returncode == 0 and job.done

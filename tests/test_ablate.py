@@ -1,0 +1,164 @@
+"""agentgrpo ablate: the job graph (skip, resume, failures), the summary's arithmetic on
+hand-made evaluations, and a small real grid run end to end."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentgrpo.config import ConfigError
+from agentgrpo.eval.stats import mean_over_seeds
+from agentgrpo.jobs.ablate import _pooled_delta, make_plan, plan_jobs, summarize_setting
+from agentgrpo.jobs.ablate_grid import Job, run_jobs
+
+
+def touch_job(name: str, target: Path, needs=(), code: str = "") -> Job:
+    """A real subprocess that (optionally fails, else) writes its done file."""
+    script = code or f"import pathlib; pathlib.Path({str(target)!r}).write_text('done')"
+    return Job(name, [sys.executable, "-c", script], target, list(needs))
+
+
+def test_run_jobs_orders_by_needs_skips_done_and_stops_behind_failures(tmp_path):
+    order = tmp_path / "order.txt"
+
+    def logged(name: str) -> str:
+        target = tmp_path / f"{name}.done"
+        return (f"import pathlib; open({str(order)!r}, 'a').write({name!r} + '\\n'); "
+                f"pathlib.Path({str(target)!r}).write_text('done')")
+
+    already = tmp_path / "old.done"
+    already.write_text("done")
+    jobs = [
+        Job("old", [sys.executable, "-c", "raise SystemExit(3)"], already),  # done: never run
+        Job("a", [sys.executable, "-c", logged("a")], tmp_path / "a.done", ["old"]),
+        Job("b", [sys.executable, "-c", logged("b")], tmp_path / "b.done", ["a"]),
+        touch_job("bad", tmp_path / "bad.done", code="raise SystemExit(1)"),
+        touch_job("after_bad", tmp_path / "after_bad.done", ["bad"]),
+    ]
+    messages: list[str] = []
+    failed = run_jobs(jobs, parallel=2, log_dir=tmp_path / "logs", report=messages.append)
+    assert sorted(failed) == ["after_bad", "bad"]
+    assert order.read_text().split() == ["a", "b"]  # b waited for a
+    assert not (tmp_path / "after_bad.done").exists()
+    assert (tmp_path / "logs" / "bad.log").read_text().startswith("$ ")
+    assert messages[0] == "ablate: 1 of 5 jobs already done, 4 to run, 2 at a time"
+    # a second run starts only what is not done
+    messages.clear()
+    jobs[3] = touch_job("bad", tmp_path / "bad.done")
+    assert run_jobs(jobs, parallel=1, log_dir=tmp_path / "logs", report=messages.append) == []
+    assert messages[0] == "ablate: 3 of 5 jobs already done, 2 to run, 1 at a time"
+
+
+def test_a_job_that_exits_0_without_its_output_counts_as_failed(tmp_path):
+    jobs = [Job("silent", [sys.executable, "-c", "pass"], tmp_path / "never")]
+    assert run_jobs(jobs, 1, tmp_path / "logs", report=lambda _: None) == ["silent"]
+
+
+def test_plan_resumes_partial_runs_and_evaluations(tmp_path):
+    plan = make_plan(tmp_path, seeds=[0, 1], experiments=["vanilla", "lata"],
+                     overrides=["grpo.trainer.steps=3", "eval.trials=1", "sft.trainer.epochs=1"])
+    (plan.run_dir("base", 1, "lata") / "step_2").mkdir(parents=True)
+    (plan.run_dir("base", 0, "vanilla") / "eval").mkdir(parents=True)
+    (plan.run_dir("base", 0, "vanilla") / "eval" / "transcripts.jsonl").write_text("")
+    jobs = {job.name: job for job in plan_jobs(plan)}
+    assert set(jobs) == {"sft/seed0", "sft/seed1", "sft/seed0/eval", "sft/seed1/eval",
+                         *(f"base/seed{s}/{e}{suffix}" for s in (0, 1) for e in ("vanilla", "lata")
+                           for suffix in ("", "/eval"))}
+    assert "--resume" in jobs["base/seed1/lata"].command and "--resume" not in jobs["base/seed0/lata"].command
+    assert "--resume" in jobs["base/seed0/vanilla/eval"].command
+    assert jobs["base/seed1/lata"].needs == ["sft/seed1"]
+    assert f"policy.init={tmp_path / 'sft' / 'seed1' / 'final'}" in jobs["base/seed1/lata"].command
+    assert "trainer.epochs=1" in jobs["sft/seed0"].command and "trials=1" in jobs["sft/seed0/eval"].command
+
+
+def test_presets_resolve_and_bad_choices_fail_naming_them(tmp_path):
+    for preset in ("cpu-quick", "cpu"):
+        plan = make_plan(tmp_path, preset)
+        assert len(plan.experiments) == 7 and plan.seeds == [0, 1, 2]
+    with pytest.raises(ConfigError, match="--preset 'nope'"):
+        make_plan(tmp_path, "nope")
+    with pytest.raises(ConfigError, match="experiments"):
+        make_plan(tmp_path, experiments=["vanilla", "bogus"])
+    with pytest.raises(ConfigError, match="--settings"):
+        make_plan(tmp_path, "cpu", settings=["hot"])
+
+
+def fake_eval(pass1_by_task: dict[str, float], split_of: dict[str, str], trials: int = 2, **metrics) -> dict:
+    """An eval.json with the fields ablate reads: per-task successes (trials each) and headline metrics."""
+    rows = []
+    for task, value in pass1_by_task.items():
+        wins = round(value * trials)
+        rows.append({"task_id": task, "split": split_of[task], "successes": [True] * wins + [False] * (trials - wins),
+                     "trials": list(range(trials)), "user_seeds": [100 + i for i in range(trials)]})
+    overall = sum(pass1_by_task.values()) / len(pass1_by_task)
+    base = {"pass^k": {"1": overall}, "generalization": overall, "error_rate": 0.1, "reasoning_depth_p50": 20.0}
+    sizes = {}
+    for split in split_of.values():
+        sizes[split] = sizes.get(split, 0) + 1
+    return {"trials": trials, "seed": 0, "split_sizes": sizes, "per_task": rows, "metrics": {**base, **metrics}}
+
+
+SPLITS = {"t1": "uncovered_seen", "t2": "uncovered_seen", "t3": "unseen", "t4": "unseen"}
+
+
+def test_pooled_delta_averages_each_task_over_seeds():
+    a = {0: fake_eval({"t1": 1, "t2": 1, "t3": 0.5, "t4": 0}, SPLITS),
+         1: fake_eval({"t1": 1, "t2": 0, "t3": 1, "t4": 0}, SPLITS)}
+    b = {0: fake_eval({"t1": 0, "t2": 1, "t3": 0.5, "t4": 0}, SPLITS),
+         1: fake_eval({"t1": 0, "t2": 0, "t3": 0, "t4": 0}, SPLITS),
+         2: fake_eval({"t1": 0, "t2": 0, "t3": 0, "t4": 0}, SPLITS)}  # seed 2 has no partner: left out
+    delta = _pooled_delta(a, b)
+    # per task over seeds 0, 1: t1 (1 + 1)/2 = 1, t2 0, t3 (0 + 1)/2 = 0.5, t4 0 -> mean 0.375
+    assert delta["seeds"] == [0, 1]
+    assert delta["pass^1"]["value"] == pytest.approx(0.375)
+    assert delta["pass^1"]["n"] == 4
+    # Generalization weights the split means by the split sizes (2, 2): (0.5·2 + 0.25·2) / 4
+    assert delta["generalization"]["value"] == pytest.approx(0.375)
+
+
+def test_summary_rows_are_means_over_seeds_with_deltas_and_findings(tmp_path):
+    plan = make_plan(tmp_path, seeds=[0, 1], experiments=["vanilla", "lata"])
+    scores = {("sft", 0): 0.25, ("sft", 1): 0.25, ("vanilla", 0): 0.5, ("vanilla", 1): 0.25,
+              ("lata", 0): 0.75, ("lata", 1): 0.5}
+    for (name, seed), value in scores.items():
+        out = plan.sft_eval_dir(seed) if name == "sft" else plan.run_dir("base", seed, name) / "eval"
+        out.mkdir(parents=True)
+        per_task = {t: (1.0 if i < value * 4 else 0.0) for i, t in enumerate(SPLITS)}
+        (out / "eval.json").write_text(json.dumps(fake_eval(per_task, SPLITS)))
+    summary = summarize_setting(plan, "base")
+    rows = summary["rows"]
+    assert list(rows) == ["SFT", "vanilla", "lata"]
+    expected = mean_over_seeds([0.75, 0.5]).to_dict()
+    assert rows["lata"]["mean"]["pass^1"] == pytest.approx(expected)
+    # lata − vanilla per task: seed 0 lata solves t1..t3, vanilla t1,t2; seed 1 lata t1,t2, vanilla t1
+    assert rows["lata"]["vs_vanilla"]["pass^1"]["value"] == pytest.approx(0.25)
+    assert rows["vanilla"]["vs_sft"]["pass^1"]["value"] == pytest.approx((0.25 + 0.0) / 2)
+    assert "vs_vanilla" not in rows["vanilla"]
+    assert rows["lata"]["diagnose"] == {}  # no metrics.jsonl: nothing to diagnose
+
+
+@pytest.mark.slow
+def test_a_small_grid_runs_end_to_end_and_a_rerun_starts_nothing(tmp_path, tiny_policy_dir):
+    from agentgrpo.jobs.ablate import run_ablation
+
+    overrides = ["grpo.trainer.steps=1", "grpo.trainer.tasks_per_step=2", "grpo.trainer.group_size=2",
+                 "grpo.trainer.mini_batch_size=4", "grpo.trainer.micro_batch_size=4",
+                 "grpo.algo.kl_coef=0", "grpo.rollout.max_turns=2", "grpo.rollout.max_new_tokens=12",
+                 "grpo.env.n_tasks=12", "grpo.env.splits.covered_seen=4", "grpo.env.splits.uncovered_seen=4",
+                 "grpo.env.splits.unseen=4", "eval.trials=1", "eval.rollout.max_turns=2",
+                 "eval.rollout.max_new_tokens=12", "eval.env.n_tasks=12", "eval.env.splits.covered_seen=4",
+                 "eval.env.splits.uncovered_seen=4", "eval.env.splits.unseen=4"]
+    plan = make_plan(tmp_path / "grid", sft=tiny_policy_dir, seeds=[0, 1], experiments=["vanilla", "lata"],
+                     parallel=2, overrides=overrides)
+    summaries = run_ablation(plan)
+    rows = summaries["base"]["rows"]
+    assert rows["lata"]["seeds_done"] == [0, 1] and "vs_vanilla" in rows["lata"]
+    report = (tmp_path / "grid" / "base" / "ablation.md").read_text()
+    assert "| lata | 2 |" in report and (tmp_path / "grid" / "base" / "comparison.png").is_file()
+    log = (tmp_path / "grid" / "logs" / "base__seed1__lata.log").read_text()
+    assert "experiment=lata" in log
+    messages: list[str] = []
+    assert run_jobs(plan_jobs(plan), 2, plan.out / "logs", report=messages.append) == []
+    assert messages == ["ablate: 9 of 9 jobs already done, 0 to run, 2 at a time"]
