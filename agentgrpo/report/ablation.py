@@ -8,13 +8,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display: CI machines and servers
-import matplotlib.pyplot as plt  # noqa: E402
-
-from agentgrpo.eval.stats import Estimate  # noqa: E402
-from agentgrpo.train.tracking import read_metrics  # noqa: E402
+from agentgrpo.eval.stats import Estimate
+from agentgrpo.report.plots import plt, save_figure
+from agentgrpo.train.tracking import read_metrics
 
 COLUMNS = (
     ("pass^1", "overall pass^1"),
@@ -105,11 +101,7 @@ def plot_bars(summary: Mapping[str, Any], out_png: str | Path, key: str = "pass^
     ax.grid(axis="y", alpha=0.3)
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
     fig.tight_layout()
-    out = Path(out_png)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out_png)
 
 
 def plot_progression(runs: Mapping[str, Sequence[Path]], out_png: str | Path, key: str = "val/pass1") -> bool:
@@ -135,8 +127,5 @@ def plot_progression(runs: Mapping[str, Sequence[Path]], out_png: str | Path, ke
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    out = Path(out_png)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    save_figure(fig, out_png)
     return True

@@ -47,6 +47,11 @@ def plot_training_curves(
     if handles:
         fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 7), fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return save_figure(fig, out_png)
+
+
+def save_figure(fig: plt.Figure, out_png: str | Path) -> Path:
+    """Write ``fig`` as a PNG (parent directories made) and free it."""
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
