@@ -26,8 +26,8 @@ STAGES = ("sft", "grpo", "eval")
 QUICKSTART_DEFAULTS: dict[str, list[str]] = {
     "sft": [],
     # grpo.yaml keeps the seed's batch shape (4 tasks x G=8) and k3 KL 0.01; the quickstart
-    # fits ~5 minutes of GRPO on 2 cores (docs/results/grpo-tuning.md; 12 steps since
-    # continuous batching made a step ~1.6x faster, 8 before): more tasks per step
+    # fits ~8 minutes of GRPO on 2 cores (docs/results/grpo-tuning.md; 12 steps since
+    # continuous batching made sampling 1.5-1.8x faster per token, 8 before): more tasks per step
     # with smaller groups, no KL reference and the sampler's log-probs as old log-probs
     # (one forward fewer each), no LLD diagnostic pass; and a std floor so groups whose
     # rewards differ only by PRM-Lite's process score are not scaled to unit advantages.
