@@ -169,17 +169,7 @@ def _first_grad_ratio(s: Series, factor: float, since: int = 0) -> tuple[int, fl
 
 
 def check_entropy_collapse(log: RunLog) -> Finding | None:
-    s = series(log.records, "loss/entropy")
-    start = baseline(s, "start")
-    if start <= 0:
-        raise NotApplicable(f"{s.name} starts at 0")
-    run = _level_check(s, lambda v: v <= ENTROPY_FRACTION * start)
-    if run is None:
-        return None
-    level = smooth(s.values)[run[0]]
-    return Finding("entropy_collapse", s.steps[run[0]],
-                   f"{s.name} {start:.3g} -> {level:.3g} ({level / start:.0%} of its start; <= {ENTROPY_FRACTION:.0%}) "
-                   f"for {run[1]} steps", {"metric": s.name, "start": start, "value": level, "steps": run[1]})
+    return _fell_to_fraction("entropy_collapse", series(log.records, "loss/entropy"), ENTROPY_FRACTION, ".3g")
 
 
 def check_format_collapse(log: RunLog) -> Finding | None:
@@ -197,16 +187,22 @@ def check_format_collapse(log: RunLog) -> Finding | None:
 def check_length_collapse(log: RunLog) -> Finding | None:
     s = series(log.records, "rollout/tokens_per_turn_mean", "rollout/tokens_per_turn_p50",
                "rollout/response_tokens_mean")
+    return _fell_to_fraction("length_collapse", s, LENGTH_FRACTION, ".1f")
+
+
+def _fell_to_fraction(check: str, s: Series, fraction: float, number: str) -> Finding | None:
+    """``s`` at or below ``fraction`` of its start for consecutive steps (a positive series collapsing)."""
     start = baseline(s, "start")
     if start <= 0:
         raise NotApplicable(f"{s.name} starts at 0")
-    run = _level_check(s, lambda v: v <= LENGTH_FRACTION * start)
+    run = _level_check(s, lambda v: v <= fraction * start)
     if run is None:
         return None
     level = smooth(s.values)[run[0]]
-    return Finding("length_collapse", s.steps[run[0]],
-                   f"{s.name} {start:.1f} -> {level:.1f} ({level / start:.0%} of its start; <= {LENGTH_FRACTION:.0%}) "
-                   f"for {run[1]} steps", {"metric": s.name, "start": start, "value": level, "steps": run[1]})
+    return Finding(check, s.steps[run[0]],
+                   f"{s.name} {start:{number}} -> {level:{number}} ({level / start:.0%} of its start; "
+                   f"<= {fraction:.0%}) for {run[1]} steps",
+                   {"metric": s.name, "start": start, "value": level, "steps": run[1]})
 
 
 def check_grad_explosion(log: RunLog) -> Finding | None:

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from agentgrpo.config import CONFIG_DIR, ConfigError, available_experiments, split_overrides
+from agentgrpo.config import CONFIG_DIR, ConfigError, DataError, available_experiments, split_overrides
 from agentgrpo.jobs.ablate_grid import Job, eval_job, grpo_job, run_jobs, sft_job
 
 PRESET_DIR = CONFIG_DIR / "ablate"
@@ -147,8 +147,6 @@ def plan_jobs(plan: AblationPlan) -> list[Job]:
 
 def run_ablation(plan: AblationPlan) -> dict[str, Any]:
     """Run (or finish) the grid, then write each setting's report; returns the summaries."""
-    from agentgrpo.config import DataError
-
     _check_configs(plan)
     plan.out.mkdir(parents=True, exist_ok=True)
     failed = run_jobs(plan_jobs(plan), plan.parallel, plan.out / "logs")
@@ -185,15 +183,14 @@ def _check_configs(plan: AblationPlan) -> None:
 def summarize_setting(plan: AblationPlan, setting: str) -> dict[str, Any]:
     """Per experiment: metrics per seed, their mean ± t-interval, paired deltas, diagnose findings."""
     from agentgrpo.diagnose import diagnose
-    from agentgrpo.eval.stats import mean_over_seeds
 
     sft_evals = {seed: _maybe_eval(plan.sft_eval_dir(seed)) for seed in plan.seeds}
-    rows: dict[str, Any] = {"SFT": _row({s: e for s, e in sft_evals.items() if e}, mean_over_seeds)}
+    rows: dict[str, Any] = {"SFT": _row({s: e for s, e in sft_evals.items() if e})}
     evals: dict[str, dict[int, dict[str, Any]]] = {}
     for experiment in plan.experiments:
         per_seed = {seed: _maybe_eval(plan.run_dir(setting, seed, experiment) / "eval") for seed in plan.seeds}
         evals[experiment] = {s: e for s, e in per_seed.items() if e}
-        row = _row(evals[experiment], mean_over_seeds)
+        row = _row(evals[experiment])
         findings = {}
         for seed in plan.seeds:
             run_dir = plan.run_dir(setting, seed, experiment)
@@ -225,7 +222,9 @@ HEADLINE = {
 """The table's columns, read from an eval.json's ``metrics``."""
 
 
-def _row(by_seed: Mapping[int, Mapping[str, Any]], mean_over_seeds) -> dict[str, Any]:
+def _row(by_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    from agentgrpo.eval.stats import mean_over_seeds
+
     values = {name: {seed: get(e["metrics"]) for seed, e in by_seed.items()} for name, get in HEADLINE.items()}
     return {
         "seeds_done": sorted(by_seed),

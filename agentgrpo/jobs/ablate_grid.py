@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -87,7 +86,6 @@ def run_jobs(jobs: list[Job], parallel: int, log_dir: Path, report: Callable[[st
     todo = [job for job in jobs if job.name not in finished]
     report(f"ablate: {len(finished)} of {len(jobs)} jobs already done, {len(todo)} to run, {parallel} at a time")
     threads = max(1, (os.cpu_count() or 1) // parallel)
-    lock = threading.Lock()
     running: dict[Future, Job] = {}
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         while todo or running:
@@ -109,16 +107,23 @@ def run_jobs(jobs: list[Job], parallel: int, log_dir: Path, report: Callable[[st
             for future in done:
                 job = running.pop(future)
                 seconds, ok = future.result()
-                with lock:
-                    (finished.add(job.name) if ok else failed.append(job.name))
+                if ok:
+                    finished.add(job.name)
+                else:
+                    failed.append(job.name)
                 report(f"  {'finished' if ok else 'FAILED'} {job.name} in {seconds:.0f} s"
-                       + ("" if ok else f" (log: {log_dir / (job.name.replace('/', '__') + '.log')})"))
+                       + ("" if ok else f" (log: {log_path(job, log_dir)})"))
     return failed
+
+
+def log_path(job: Job, log_dir: Path) -> Path:
+    """Where ``job``'s output goes: its own ``log`` or ``log_dir/<name with / as __>.log``."""
+    return job.log or log_dir / (job.name.replace("/", "__") + ".log")
 
 
 def _run_one(job: Job, log_dir: Path, threads: int) -> tuple[float, bool]:
     log_dir.mkdir(parents=True, exist_ok=True)
-    log = job.log or log_dir / (job.name.replace("/", "__") + ".log")
+    log = log_path(job, log_dir)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     start = time.perf_counter()
     with open(log, "a") as handle:
