@@ -139,6 +139,28 @@ def test_summary_rows_are_means_over_seeds_with_deltas_and_findings(tmp_path):
     assert rows["lata"]["diagnose"] == {}  # no metrics.jsonl: nothing to diagnose
 
 
+def test_the_table_counts_the_seeds_diagnose_calls_collapsed(tmp_path):
+    from agentgrpo.report.ablation import ablation_markdown
+
+    plan = make_plan(tmp_path, seeds=[0, 1], experiments=["vanilla"])
+    for seed in (0, 1):
+        run = plan.run_dir("base", seed, "vanilla")
+        run.mkdir(parents=True)
+        # seed 0: malformed turns jump from 0.1 to 0.6 at step 4 (a format collapse); seed 1 stays at 0.1
+        rates = [0.1] * 3 + ([0.6] * 5 if seed == 0 else [0.1] * 5)
+        (run / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": i + 1, "rollout/malformed_turn_rate": r}) + "\n" for i, r in enumerate(rates)))
+    summary = summarize_setting(plan, "base")
+    findings = summary["rows"]["vanilla"]["diagnose"]
+    assert [(f["check"], f["step"], f["collapse"]) for f in findings[0]] == [("format_collapse", 4, True)]
+    assert findings[1] == []
+    table = ablation_markdown(summary)
+    assert "| collapsed | diagnose |" in table
+    vanilla = next(line for line in table.splitlines() if line.startswith("| vanilla |"))
+    assert vanilla.endswith("| 1/2 | format_collapse (1/2) |")
+    assert "vanilla seed 0, step 4: **format_collapse** (collapse):" in table
+
+
 @pytest.mark.slow
 def test_a_small_grid_runs_end_to_end_and_a_rerun_starts_nothing(tmp_path, tiny_policy_dir):
     from agentgrpo.jobs.ablate import run_ablation

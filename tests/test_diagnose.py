@@ -13,7 +13,7 @@ import pytest
 
 from agentgrpo.cli import main
 from agentgrpo.config import DataError, MissingFileError
-from agentgrpo.diagnose import CHECKS, diagnose
+from agentgrpo.diagnose import CHECKS, Finding, diagnose
 from agentgrpo.diagnose.read import first_run, smooth
 
 STEPS = 12
@@ -264,10 +264,23 @@ def test_command_prints_one_line_per_finding_and_json(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("step 8: length_collapse: rollout/tokens_per_turn_mean 40.0 -> 15.0")
     assert lines[1].startswith("step 10: grad_explosion: algo/grad_norm")
-    assert lines[2] == f"2 finding(s) in {STEPS} step(s) of {run}"
+    assert lines[2] == f"2 finding(s) (collapsed: length_collapse from step 8) in {STEPS} step(s) of {run}"
     assert main(["diagnose", "--json", str(run)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [(f["check"], f["step"]) for f in data["findings"]] == [("length_collapse", 8), ("grad_explosion", 10)]
+    assert data["collapsed"] == {"check": "length_collapse", "step": 8}
+
+
+def test_warnings_alone_are_not_a_collapse(tmp_path):
+    """Saturated groups and LLD's first phase are reported but are not a collapse; LLD from its
+    second phase (entropy rising) is."""
+    saturated = diagnose(write_run(tmp_path, set_from(healthy(), "reward/outcome_saturated_group_frac", 1, 1.0)))
+    assert [f.check for f in saturated.findings] == ["group_saturation"] and saturated.collapsed is None
+    assert "(no collapse)" in saturated.lines()[-1]
+    lld_1 = Finding("lld", 3, "", {"phases": 1})
+    lld_2 = Finding("lld", 3, "", {"phases": 2})
+    assert not lld_1.is_collapse and lld_2.is_collapse
+    assert Finding("format_collapse", 5, "").is_collapse and not Finding("reward_hacking", 5, "").is_collapse
 
 
 def test_diagnose_does_not_import_torch():

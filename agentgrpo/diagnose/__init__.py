@@ -45,14 +45,24 @@ class Diagnosis:
     not_applicable: dict[str, str]
     """Check name → why it could not run."""
 
+    @property
+    def collapsed(self) -> Finding | None:
+        """The first finding that is a collapse (``Finding.is_collapse``), or None."""
+        return next((f for f in self.findings if f.is_collapse), None)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        first = self.collapsed
+        out["collapsed"] = None if first is None else {"check": first.check, "step": first.step}
+        return out
 
     def lines(self) -> list[str]:
         """One line per finding, then one summary line."""
         out = [f"step {f.step}: {f.check}: {f.summary}" for f in self.findings]
         skipped = "; ".join(f"{check} ({why})" for check, why in self.not_applicable.items())
         count = f"{len(self.findings)} finding(s)" if self.findings else "no findings"
+        first = self.collapsed
+        count += f" (collapsed: {first.check} from step {first.step})" if first else " (no collapse)"
         out.append(f"{count} in {self.steps} step(s) of {self.run_dir}"
                    + (f"; not applicable: {skipped}" if skipped else ""))
         return out

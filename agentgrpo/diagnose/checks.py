@@ -66,6 +66,19 @@ class Finding:
     """One line: what was seen, with the numbers."""
     evidence: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def is_collapse(self) -> bool:
+        """Whether training broke the policy (entropy, format, length, gradient, or LLD past its
+        first phase), rather than a warning: saturated groups give no signal, a hacked or
+        over-fitted reward is misaligned, LLD's phase 1 alone is its precursor."""
+        if self.check == "lld":
+            return self.evidence.get("phases", 1) >= 2
+        return self.check in COLLAPSE_CHECKS
+
+
+COLLAPSE_CHECKS = ("entropy_collapse", "format_collapse", "length_collapse", "grad_explosion", "lld")
+"""The checks whose findings count as a collapse (``lld`` from its second phase)."""
+
 
 def baseline(s: Series, label: str) -> float:
     """The median of the series' first ``BASELINE_STEPS`` finite values."""

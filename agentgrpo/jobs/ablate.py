@@ -196,7 +196,8 @@ def summarize_setting(plan: AblationPlan, setting: str) -> dict[str, Any]:
             run_dir = plan.run_dir(setting, seed, experiment)
             if (run_dir / "metrics.jsonl").is_file():
                 result = diagnose(run_dir)
-                findings[seed] = [{"check": f.check, "step": f.step, "summary": f.summary} for f in result.findings]
+                findings[seed] = [{"check": f.check, "step": f.step, "summary": f.summary, "collapse": f.is_collapse}
+                                  for f in result.findings]
         row["diagnose"] = findings
         rows[experiment] = row
     for experiment, by_seed in evals.items():

@@ -52,11 +52,13 @@ def ablation_markdown(summary: Mapping[str, Any], has_progression: bool = False)
         "",
         f"Seeds {seeds}. Each cell: mean over the seeds ± the 95% t-interval's half-width. "
         "Δ columns: pass^1 difference, per task averaged over the seeds, 95% paired bootstrap over tasks "
-        "(`*`: the interval excludes 0)."
+        "(`*`: the interval excludes 0). collapsed: seeds whose run `agentgrpo diagnose` calls "
+        "collapsed (entropy, format or length collapse, gradient explosion, or LLD past phase 1)."
         + (f" Do-nothing floor: {Estimate.from_dict(floor).value:.3f}." if floor else ""),
         "",
-        "| variant | seeds | " + " | ".join(title for _, title in COLUMNS) + " | Δ vs vanilla | Δ vs SFT | diagnose |",
-        "|---|---|" + "---|" * len(COLUMNS) + "---|---|---|",
+        "| variant | seeds | " + " | ".join(title for _, title in COLUMNS)
+        + " | Δ vs vanilla | Δ vs SFT | collapsed | diagnose |",
+        "|---|---|" + "---|" * len(COLUMNS) + "---|---|---|---|",
     ]
     for name, row in rows.items():
         cells = [_mean(row, key, 0 if key == "reasoning_depth_p50" else 3) for key, _ in COLUMNS]
@@ -65,8 +67,10 @@ def ablation_markdown(summary: Mapping[str, Any], has_progression: bool = False)
         diag = "–" if name == "SFT" else (", ".join(
             f"{c} ({sum(any(f['check'] == c for f in per) for per in findings.values())}/{len(findings)})"
             for c in flagged) or "none")
+        collapsed = "–" if name == "SFT" or not findings else (
+            f"{sum(any(f.get('collapse') for f in per) for per in findings.values())}/{len(findings)}")
         lines.append(f"| {name} | {len(row.get('seeds_done', []))} | " + " | ".join(cells)
-                     + f" | {_delta(row, 'vs_vanilla')} | {_delta(row, 'vs_sft')} | {diag} |")
+                     + f" | {_delta(row, 'vs_vanilla')} | {_delta(row, 'vs_sft')} | {collapsed} | {diag} |")
     lines += ["", "![comparison](comparison.png)"]
     if has_progression:
         lines += ["", "![validation pass^1 by step](progression.png)"]
@@ -74,7 +78,8 @@ def ablation_markdown(summary: Mapping[str, Any], has_progression: bool = False)
                for f in per]
     if details:
         lines += ["", "## diagnose findings", ""]
-        lines += [f"- {name} seed {seed}, step {f['step']}: **{f['check']}**: {f['summary']}"
+        lines += [f"- {name} seed {seed}, step {f['step']}: **{f['check']}**"
+                  + (" (collapse)" if f.get("collapse") else "") + f": {f['summary']}"
                   for name, seed, f in details]
     return "\n".join(lines) + "\n"
 
