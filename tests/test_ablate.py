@@ -10,7 +10,7 @@ import pytest
 
 from agentgrpo.config import ConfigError
 from agentgrpo.eval.stats import mean_over_seeds
-from agentgrpo.jobs.ablate import _pooled_delta, make_plan, plan_jobs, summarize_setting
+from agentgrpo.jobs.ablate import AblationPlan, _pooled_delta, make_plan, plan_jobs, summarize_setting
 from agentgrpo.jobs.ablate_grid import Job, run_jobs
 
 
@@ -83,6 +83,19 @@ def test_presets_resolve_and_bad_choices_fail_naming_them(tmp_path):
         make_plan(tmp_path, experiments=["vanilla", "bogus"])
     with pytest.raises(ConfigError, match="--settings"):
         make_plan(tmp_path, "cpu", settings=["hot"])
+
+
+def test_a_setting_can_run_a_subset_of_the_experiments(tmp_path):
+    plan = make_plan(tmp_path, "cpu")
+    assert plan.settings["stress"] == ["trainer.lr=5.0e-4"]
+    assert plan.experiments_of("stress") == ["vanilla", "joint", "llds", "joint_llds"]
+    assert plan.experiments_of("base") == plan.experiments
+    names = [job.name for job in plan_jobs(plan) if job.name.startswith("stress/") and not job.name.endswith("/eval")]
+    assert len(names) == 4 * 3 and "stress/seed0/lata" not in names
+    narrowed = make_plan(tmp_path, "cpu", experiments=["lata", "llds"])  # the command line narrows further
+    assert narrowed.experiments_of("stress") == ["llds"] and narrowed.experiments_of("base") == ["lata", "llds"]
+    with pytest.raises(ConfigError, match="settings.stress.experiments"):
+        AblationPlan(tmp_path, settings={"stress": []}, setting_experiments={"stress": ["bogus"]})
 
 
 def fake_eval(pass1_by_task: dict[str, float], split_of: dict[str, str], trials: int = 2, **metrics) -> dict:

@@ -53,6 +53,9 @@ class AblationPlan:
     experiments: list[str] = field(default_factory=available_experiments)
     settings: dict[str, list[str]] = field(default_factory=lambda: {"base": []})
     """Setting name → extra GRPO overrides of that setting's runs."""
+    setting_experiments: dict[str, list[str]] = field(default_factory=dict)
+    """Setting name → the experiments it runs, when not all of ``experiments`` (a costly
+    stress setting may run only the variants it is about)."""
     overrides: dict[str, list[str]] = field(default_factory=lambda: {s: [] for s in STAGES})
     parallel: int = 1
     sft: Path | None = None
@@ -69,6 +72,16 @@ class AblationPlan:
             raise ConfigError(f"parallel={self.parallel} is invalid: must be >= 1")
         if not self.settings:
             raise ConfigError("settings is invalid: name at least one setting (e.g. base: [])")
+        for setting, chosen in self.setting_experiments.items():
+            unknown = set(chosen) - set(available_experiments())
+            if unknown or not chosen:
+                raise ConfigError(f"settings.{setting}.experiments={sorted(unknown) or chosen} is invalid: choose "
+                                  f"from {available_experiments()}")
+
+    def experiments_of(self, setting: str) -> list[str]:
+        """The experiments ``setting`` runs, in the grid's order."""
+        chosen = self.setting_experiments.get(setting)
+        return [e for e in self.experiments if chosen is None or e in chosen]
 
     # -- where things go ---------------------------------------------------------------------
     def sft_dir(self, seed: int) -> Path:
@@ -100,7 +113,19 @@ def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None
     """The plan of a preset (or the defaults) with the command line's choices on top."""
     data = load_preset(preset) if preset else {}
     stage = split_overrides(list(overrides or []), STAGES)
-    all_settings = {name: list(extra or []) for name, extra in (data.get("settings") or {"base": []}).items()}
+    all_settings: dict[str, list[str]] = {}
+    setting_experiments: dict[str, list[str]] = {}
+    for name, spec in (data.get("settings") or {"base": []}).items():
+        if isinstance(spec, dict):  # {overrides: [...], experiments: [...]}
+            extra = set(spec) - {"overrides", "experiments"}
+            if extra:
+                raise ConfigError(f"preset {preset}: settings.{name} has unknown key(s) {sorted(extra)}; "
+                                  "valid keys: ['experiments', 'overrides']")
+            all_settings[name] = list(spec.get("overrides") or [])
+            if spec.get("experiments"):
+                setting_experiments[name] = list(spec["experiments"])
+        else:
+            all_settings[name] = list(spec or [])
     if settings:
         missing = [s for s in settings if s not in all_settings]
         if missing:
@@ -111,6 +136,7 @@ def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None
         seeds=list(seeds if seeds is not None else data.get("seeds", [0])),
         experiments=list(experiments or data.get("experiments") or available_experiments()),
         settings=all_settings,
+        setting_experiments={s: e for s, e in setting_experiments.items() if s in all_settings},
         overrides={s: [*(data.get(s) or []), *stage[s]] for s in STAGES},
         parallel=int(parallel if parallel is not None else data.get("parallel", 1)),
         sft=Path(sft) if sft else None,
@@ -135,7 +161,7 @@ def plan_jobs(plan: AblationPlan) -> list[Job]:
         jobs.append(eval_job(plan.sft, plan.sft_eval_dir(0), "sft/eval", evaluate, []))
     # experiments outermost: with a few jobs at a time every variant gets its first seed early
     for setting, extra in plan.settings.items():
-        for experiment in plan.experiments:
+        for experiment in plan.experiments_of(setting):
             for seed in plan.seeds:
                 run_dir = plan.run_dir(setting, seed, experiment)
                 name = f"{setting}/seed{seed}/{experiment}"
@@ -173,8 +199,8 @@ def _check_configs(plan: AblationPlan) -> None:
         check_policy_source(plan.sft, "--sft", "pass an SFT run's final/ directory (agentgrpo sft writes "
                                                "runs/sft/final)")
     load_config(EvalConfig, plan.overrides["eval"], defaults="eval.yaml")
-    for extra in plan.settings.values():
-        for experiment in plan.experiments:
+    for setting, extra in plan.settings.items():
+        for experiment in plan.experiments_of(setting):
             load_config(GRPOConfig, [f"experiment={experiment}", *plan.overrides["grpo"], *extra],
                         defaults="grpo.yaml")
 
@@ -187,7 +213,7 @@ def summarize_setting(plan: AblationPlan, setting: str) -> dict[str, Any]:
     sft_evals = {seed: _maybe_eval(plan.sft_eval_dir(seed)) for seed in plan.seeds}
     rows: dict[str, Any] = {"SFT": _row({s: e for s, e in sft_evals.items() if e})}
     evals: dict[str, dict[int, dict[str, Any]]] = {}
-    for experiment in plan.experiments:
+    for experiment in plan.experiments_of(setting):
         per_seed = {seed: _maybe_eval(plan.run_dir(setting, seed, experiment) / "eval") for seed in plan.seeds}
         evals[experiment] = {s: e for s, e in per_seed.items() if e}
         row = _row(evals[experiment])
@@ -274,7 +300,8 @@ def write_report(plan: AblationPlan, setting: str) -> dict[str, Any]:
     out = plan.out / setting
     out.mkdir(parents=True, exist_ok=True)
     plot_bars(summary, out / "comparison.png")
-    runs = {e: [plan.run_dir(setting, s, e) / "metrics.jsonl" for s in plan.seeds] for e in plan.experiments}
+    runs = {e: [plan.run_dir(setting, s, e) / "metrics.jsonl" for s in plan.seeds]
+            for e in plan.experiments_of(setting)}
     has_val = plot_progression(runs, out / "progression.png")
     (out / "ablation.md").write_text(ablation_markdown(summary, has_progression=has_val))
     (out / "ablation.json").write_text(json.dumps(summary, indent=2))
