@@ -59,7 +59,8 @@ def test_a_job_that_exits_0_without_its_output_counts_as_failed(tmp_path):
 def test_plan_resumes_partial_runs_and_evaluations(tmp_path):
     plan = make_plan(tmp_path, seeds=[0, 1], experiments=["vanilla", "lata"],
                      overrides=["grpo.trainer.steps=3", "eval.trials=1", "sft.trainer.epochs=1"])
-    (plan.run_dir("base", 1, "lata") / "step_2").mkdir(parents=True)
+    (plan.run_dir("base", 1, "lata") / "checkpoints" / "step_000002").mkdir(parents=True)  # the trainer's layout
+    (plan.run_dir("base", 0, "lata") / "step_000002").mkdir(parents=True)  # not a checkpoint: no resume
     (plan.run_dir("base", 0, "vanilla") / "eval").mkdir(parents=True)
     (plan.run_dir("base", 0, "vanilla") / "eval" / "transcripts.jsonl").write_text("")
     jobs = {job.name: job for job in plan_jobs(plan)}

@@ -59,7 +59,9 @@ def sft_job(out: Path, seed: int, overrides: list[str]) -> Job:
 
 def grpo_job(run_dir: Path, name: str, experiment: str, seed: int, init: Path, overrides: list[str],
              needs: list[str]) -> Job:
-    resume = ["--resume"] if any(run_dir.glob("step_*")) else []
+    from agentgrpo.train.checkpoint import list_checkpoints
+
+    resume = ["--resume"] if list_checkpoints(run_dir) else []  # killed after its first save
     command = cli("train", *resume, f"experiment={experiment}", *overrides, f"seed={seed}",
                   f"policy.init={init}", f"run_dir={run_dir}", "logging.progress=false")
     return Job(name, command, run_dir / "final" / FINAL_MARKER, needs)
