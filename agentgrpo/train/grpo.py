@@ -298,8 +298,11 @@ class GRPOTrainer:
                 for key, value in parts.items():  # loss/* add up over micro-batches; algo/* are row shares
                     metrics[key] = metrics.get(key, 0.0) + (value if key.startswith("loss/") else share * value)
         metrics["algo/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.max_grad_norm))
-        self.optimizer.step()
-        self.scheduler.step()
+        skip = t.skip_zero_grad_steps and metrics["algo/grad_norm"] == 0.0
+        metrics["algo/skipped_step_frac"] = float(skip)
+        if not skip:
+            self.optimizer.step()
+            self.scheduler.step()
         metrics["algo/lr"] = self.scheduler.get_last_lr()[0]
         return metrics
 

@@ -110,6 +110,11 @@ class TrainerConfig:
     lr_schedule: Literal["constant", "cosine"] = "constant"
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm (> 0)."""
+    skip_zero_grad_steps: bool = False
+    """Take no optimizer step on a mini-batch whose gradient is exactly zero (every group
+    saturated, no KL or entropy term). AdamW would otherwise keep moving the weights along its
+    momentum: after one real step, the next zero-gradient steps still move 67%, 52%, 42%, … of
+    a full step (β = 0.9, 0.999), on batches that carry no signal at all."""
     task_splits: list[str] = field(default_factory=lambda: ["covered_seen", "uncovered_seen"])
     """Splits whose tasks are trained on (the seed trains on covered_seen + uncovered_seen)."""
     val_every: int = 0

@@ -89,6 +89,25 @@ def test_a_step_that_learns_moves_the_likelihood(tiny_policy_dir, tmp_path, traj
     assert 0 <= after["algo/lld_rate"] < 0.5
 
 
+@pytest.mark.parametrize("skip", [False, True], ids=["adam-drifts", "skipped"])
+def test_a_mini_batch_without_signal_moves_the_weights_only_through_adams_momentum(
+        tiny_policy_dir, tmp_path, trajectories, skip):
+    trainer = GRPOTrainer(llds_config(tiny_policy_dir, tmp_path, "trainer.lr=1e-4", "algo.kl_coef=0",
+                                      "algo.llds_coef=0", f"trainer.skip_zero_grad_steps={str(skip).lower()}"))
+    batch, _ = trainer.compute_advantages(trajectories)
+    plan = trainer.plan_updates(batch, step=0)
+    trainer.compute_old_logprobs(batch, plan)
+    assert trainer.update(batch, plan)["algo/skipped_step_frac"] == 0.0  # real steps: Adam's momentum is set
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    batch.advantages.zero_()  # every group saturated: no signal
+    batch.seq_advantages.zero_()
+    update = trainer._mini_batch_update(batch, plan.mini_batches[0])
+    assert update["algo/grad_norm"] == 0.0 and update["algo/skipped_step_frac"] == float(skip)
+    moved = [not torch.equal(b, p) for b, p in zip(before, trainer.model.parameters())]
+    # AdamW without the skip: every parameter that had a gradient moves again on a zero gradient
+    assert (not any(moved)) if skip else sum(moved) > len(moved) // 2
+
+
 def test_plan_cuts_each_shuffled_mini_batch_into_length_sorted_micro_batches():
     lengths = torch.tensor([50, 10, 40, 30, 20, 60, 70, 5])
     plan = plan_updates(lengths, seed=3, mini_batch_size=4, micro_batch_size=2)
