@@ -156,7 +156,7 @@ def test_summary_rows_are_means_over_seeds_with_deltas_and_findings(tmp_path):
 def test_the_table_counts_the_seeds_diagnose_calls_collapsed(tmp_path):
     from agentgrpo.report.ablation import ablation_markdown
 
-    plan = make_plan(tmp_path, seeds=[0, 1], experiments=["vanilla"])
+    plan = make_plan(tmp_path, seeds=[0, 1, 2], experiments=["vanilla"])
     for seed in (0, 1):
         run = plan.run_dir("base", seed, "vanilla")
         run.mkdir(parents=True)
@@ -164,8 +164,11 @@ def test_the_table_counts_the_seeds_diagnose_calls_collapsed(tmp_path):
         rates = [0.1] * 3 + ([0.6] * 5 if seed == 0 else [0.1] * 5)
         (run / "metrics.jsonl").write_text("".join(
             json.dumps({"step": i + 1, "rollout/malformed_turn_rate": r}) + "\n" for i, r in enumerate(rates)))
+    (plan.run_dir("base", 2, "vanilla")).mkdir(parents=True)
+    (plan.run_dir("base", 2, "vanilla") / "metrics.jsonl").write_text("")  # a run started, no step yet
     summary = summarize_setting(plan, "base")
     findings = summary["rows"]["vanilla"]["diagnose"]
+    assert set(findings) == {0, 1}
     assert [(f["check"], f["step"], f["collapse"]) for f in findings[0]] == [("format_collapse", 4, True)]
     assert findings[1] == []
     table = ablation_markdown(summary)

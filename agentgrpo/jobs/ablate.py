@@ -221,7 +221,10 @@ def summarize_setting(plan: AblationPlan, setting: str) -> dict[str, Any]:
         for seed in plan.seeds:
             run_dir = plan.run_dir(setting, seed, experiment)
             if (run_dir / "metrics.jsonl").is_file():
-                result = diagnose(run_dir)
+                try:
+                    result = diagnose(run_dir)
+                except DataError:  # started, no step logged yet: nothing to diagnose
+                    continue
                 findings[seed] = [{"check": f.check, "step": f.step, "summary": f.summary, "collapse": f.is_collapse}
                                   for f in result.findings]
         row["diagnose"] = findings
