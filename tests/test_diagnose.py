@@ -143,6 +143,15 @@ def test_gradient_explosion_far_above_the_running_median(tmp_path):
     assert finding.evidence["running_median"] == pytest.approx(0.5 * 1.025)
 
 
+def test_an_ordinary_norm_after_tiny_ones_is_not_an_explosion(tmp_path):
+    """The CPU ablation's PRM-Lite runs: norms ~0.01 while groups differed only by the damped
+    process score, then 0.6 on the first outcome-mixed group: 50x, but under the floor."""
+    records = set_from(healthy(), "algo/grad_norm", 1, lambda s: 0.6 if s == 7 else 0.012)
+    assert "grad_explosion" not in fired(write_run(tmp_path, records))
+    set_from(records, "algo/grad_norm", 7, lambda s: 1.2 if s == 7 else 0.012)
+    assert fired(write_run(tmp_path, records, name="over"))["grad_explosion"] == 7
+
+
 def test_a_non_finite_gradient_norm_is_an_explosion(tmp_path):
     records = healthy()
     records[8]["algo/grad_norm"] = None  # the tracker logs NaN / inf as null

@@ -40,7 +40,11 @@ LENGTH_FRACTION = 0.5
 trades reasoning for tool calls; halving is far outside sampling noise)."""
 GRAD_EXPLOSION = 5.0
 """Gradient explosion: a (pre-clip) gradient norm 5× the median of all earlier steps; in our
-tiny-preset runs a healthy step's norm stayed within ~3.5× of the steps before it."""
+tiny-preset runs a healthy step's norm stayed within ~3.5× of the steps before it …"""
+GRAD_EXPLOSION_FLOOR = 1.0
+"""… and at least 1.0, the default clip norm: after steps whose groups differed only by the
+damped process score (norms ~0.01), the first outcome-mixed group's ordinary ~0.6 is 50× its
+history but no explosion (seen in the CPU ablation's PRM-Lite runs)."""
 MIN_HISTORY = 3
 """Steps of history a running median needs before it is trusted."""
 PROCESS_RISE = 0.05
@@ -165,9 +169,11 @@ def _grad_spike(log: RunLog, phase2: int, evidence: dict[str, Any]) -> int | Non
     return step
 
 
-def _first_grad_ratio(s: Series, factor: float, since: int = 0) -> tuple[int, float, float] | None:
+def _first_grad_ratio(s: Series, factor: float, since: int = 0,
+                      floor: float = 0.0) -> tuple[int, float, float] | None:
     """``(step, value / running median, running median)`` of the first step from ``since`` whose
-    gradient norm is non-finite or ``factor`` × the median of all earlier steps' norms."""
+    gradient norm is non-finite or ``factor`` × the median of all earlier steps' norms (and at
+    least ``floor``)."""
     for i in range(MIN_HISTORY, len(s.values)):
         history = [v for v in s.values[:i] if v is not None]
         if s.steps[i] < since or len(history) < MIN_HISTORY:
@@ -176,7 +182,7 @@ def _first_grad_ratio(s: Series, factor: float, since: int = 0) -> tuple[int, fl
         value = s.values[i]
         if value is None:
             return s.steps[i], math.inf, median
-        if median > 0 and value >= factor * median:
+        if median > 0 and value >= max(factor * median, floor):
             return s.steps[i], value / median, median
     return None
 
@@ -222,7 +228,7 @@ def check_grad_explosion(log: RunLog) -> Finding | None:
     s = series(log.records, "algo/grad_norm")
     if len(s.values) <= MIN_HISTORY:
         raise NotApplicable(f"{s.name}: {len(s.values)} step(s), too few for a running median")
-    hit = _first_grad_ratio(s, GRAD_EXPLOSION)
+    hit = _first_grad_ratio(s, GRAD_EXPLOSION, floor=GRAD_EXPLOSION_FLOOR)
     if hit is None:
         return None
     step, ratio, median = hit
