@@ -137,7 +137,8 @@ class GRPOTrainer:
         remove_stale(self.run_dir)
         checkpoint = latest_checkpoint(self.run_dir)
         if checkpoint is not None:
-            check_resume_config(checkpoint, self.run_dir, to_dict(self.config), force=force)
+            check_resume_config(checkpoint, self.run_dir, to_dict(self.config), force=force,
+                                defaults=to_dict(type(self.config)()))
         return checkpoint
 
     def _load_reference(self, dtype: torch.dtype) -> torch.nn.Module | None:

@@ -52,13 +52,14 @@ class ResumeConfigError(ConfigError):
 
 
 def check_resume_config(checkpoint: Path, run_dir: Path, config: dict[str, Any], *,
-                        force: bool = False) -> dict[str, tuple[Any, Any]]:
+                        force: bool = False, defaults: dict[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
     """Compare ``config`` (resolved, plain data) with the one ``checkpoint`` was saved with.
 
     The saved config is ``trainer_state.json``'s ``"config"`` (``run_dir/config.yaml`` for
     checkpoints without one). Returns the differences outside ``RESUME_MAY_CHANGE``
     (dotted key → (old, new)); raises ``ResumeConfigError`` if there are any, or if no
-    saved config is found, unless ``force`` (then it only warns).
+    saved config is found, unless ``force`` (then it only warns). ``defaults``: the schema's
+    defaults, for keys added since the checkpoint was saved (see ``config_differences``).
     """
     saved = load_trainer_state(checkpoint).get("config")
     if saved is None and (run_dir / "config.yaml").is_file():
@@ -67,7 +68,7 @@ def check_resume_config(checkpoint: Path, run_dir: Path, config: dict[str, Any],
     if saved is None:
         problem = f"cannot resume from {checkpoint}: it records no config to compare with"
     else:
-        differences = config_differences(saved, config)
+        differences = config_differences(saved, config, defaults)
         if not differences:
             return differences
         listed = ", ".join(f"{key} ({old!r} → {new!r})" for key, (old, new) in differences.items())
@@ -79,15 +80,24 @@ def check_resume_config(checkpoint: Path, run_dir: Path, config: dict[str, Any],
     return differences
 
 
-def config_differences(saved: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """Dotted keys whose values differ between two resolved configs, outside the allow-list."""
+def config_differences(saved: dict[str, Any], new: dict[str, Any],
+                       defaults: dict[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
+    """Dotted keys whose values differ between two resolved configs, outside the allow-list.
+
+    A key the saved config lacks is no difference when the new value is the schema's default
+    (``defaults``): a setting added after the checkpoint was written defaults to what the code
+    did before it, so the resumed run computes the same thing.
+    """
     old_flat, new_flat = _flatten(saved), _flatten(new)
+    default_flat = _flatten(defaults or {})
     may_change = list(RESUME_MAY_CHANGE)
     if "cosine" in (old_flat.get("trainer.lr_schedule"), new_flat.get("trainer.lr_schedule")):
         may_change.remove("trainer.steps")
     differences = {}
     for key in sorted(old_flat.keys() | new_flat.keys()):
         old, value = old_flat.get(key, _ABSENT), new_flat.get(key, _ABSENT)
+        if old is _ABSENT and key in default_flat and value == default_flat[key]:
+            continue
         if old != value and not any(fnmatch.fnmatchcase(key, pattern) for pattern in may_change):
             differences[key] = (old, value)
     return differences

@@ -174,6 +174,10 @@ def test_allow_list_and_cosine_horizon():
     added = {**saved, "algo": {"new_knob": 1}}
     assert list(config_differences(saved, added)) == ["algo.new_knob"]
     assert repr(config_differences(saved, added)["algo.new_knob"][0]) == "<absent>"
+    # a key added since the checkpoint: no difference at its schema default, one elsewhere
+    assert config_differences(saved, added, defaults={"algo": {"new_knob": 1}}) == {}
+    assert list(config_differences(saved, added, defaults={"algo": {"new_knob": 0}})) == ["algo.new_knob"]
+    assert list(config_differences(added, saved, defaults={"algo": {"new_knob": 1}})) == ["algo.new_knob"]  # removed
 
 
 # ------------------------------------------------------------------ checkpoint files
