@@ -10,7 +10,7 @@ import pytest
 
 from agentgrpo.config import ConfigError
 from agentgrpo.eval.stats import mean_over_seeds
-from agentgrpo.jobs.ablate import AblationPlan, _pooled_delta, make_plan, plan_jobs, summarize_setting
+from agentgrpo.jobs.ablate import AblationPlan, _check_configs, _pooled_delta, make_plan, plan_jobs, summarize_setting
 from agentgrpo.jobs.ablate_grid import Job, run_jobs
 
 
@@ -78,6 +78,7 @@ def test_presets_resolve_and_bad_choices_fail_naming_them(tmp_path):
     for preset in ("cpu-quick", "cpu"):
         plan = make_plan(tmp_path, preset)
         assert len(plan.experiments) == 7 and plan.seeds == [0, 1, 2]
+        _check_configs(plan)  # every stage's config of every setting and experiment resolves
     with pytest.raises(ConfigError, match="--preset 'nope'"):
         make_plan(tmp_path, "nope")
     with pytest.raises(ConfigError, match="experiments"):
