@@ -1,1 +1,1 @@
-"""Environments: the airline domain and user simulators (no torch here)."""
+"""Environments: the domain registry, the episode API, user simulators and the domains (airline); no torch here."""

@@ -219,3 +219,39 @@ def get_domain(name: str) -> Domain:
         raise TypeError(f"domain {name!r} ({_registered[name]!r}) does not implement agentgrpo.envs.registry.Domain")
     _loaded[name] = domain
     return domain
+
+
+# ---- the calls the jobs make: each dispatches on ``config.domain`` ----
+
+def build_env(config: EnvConfig) -> EnvBundle:
+    """The configured domain's object and task splits (``Domain.build``)."""
+    return get_domain(config.domain).build(config)
+
+
+def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, max_steps: int = 30,
+             user_client: ChatClient | None = None, abort_on_endpoint_error: bool = False) -> EpisodeEnv:
+    """One episode of ``task`` in the configured domain (``Domain.make_env``)."""
+    return get_domain(config.domain).make_env(bundle, task, config, user_seed, max_steps=max_steps,
+                                              user_client=user_client,
+                                              abort_on_endpoint_error=abort_on_endpoint_error)
+
+
+def build_heldout(config: EnvConfig, split_names: Sequence[str], tasks_per_split: int, seed: int = 0,
+                  training: EnvBundle | None = None) -> list[EnvBundle]:
+    """Fresh evaluation tasks of the configured domain (``Domain.build_heldout``)."""
+    return get_domain(config.domain).build_heldout(config, split_names, tasks_per_split, seed=seed,
+                                                   training=training)
+
+
+def split_families(config: EnvConfig, bundle: EnvBundle) -> dict[str, list[str]]:
+    """The families of each split of ``bundle``, a build of ``config`` (``Domain.split_families``)."""
+    return get_domain(config.domain).split_families(bundle)
+
+
+def domain_oracle(config: EnvConfig, bundle: EnvBundle, task: Task) -> Agent:
+    """The configured domain's oracle for ``task``; a ConfigError if the domain has none."""
+    agent = get_domain(config.domain).oracle(bundle, task)
+    if agent is None:
+        raise ConfigError(f"{DOMAIN_KEY}={config.domain!r} has no oracle agent (demonstrations and "
+                          f"agent=oracle need one)")
+    return agent

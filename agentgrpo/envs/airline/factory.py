@@ -1,9 +1,12 @@
 """Build the airline domain, its task splits and per-episode environments from a config.
 
 Every job (SFT, GRPO, evaluation, the quickstart, the veRL data preparation) gets its
-tasks the same way: ``build_env(EnvConfig)`` returns the domain and the
+tasks the same way, through the domain registry (``env.domain=airline``, the default;
+``agentgrpo.envs.airline.spec``): ``build_env(EnvConfig)`` returns the domain and the
 covered_seen / uncovered_seen / unseen splits, and ``make_env`` wraps one task in an
-``AirlineEnv`` with the configured user simulator.
+``AirlineEnv`` with the configured user simulator. The config schema and ``EnvBundle``
+are every domain's (``agentgrpo.envs.config``, ``agentgrpo.envs.registry``) and are
+re-exported here.
 
 Three sets, never mixed (DESIGN §7.1): training tasks (covered_seen + uncovered_seen),
 validation tasks (``validation``: the training families, held out of training, for every
@@ -27,25 +30,25 @@ so the environment package never imports ``agentgrpo.policy``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal
 
 from agentgrpo.config import ConfigError, require
-from agentgrpo.endpoint import RequestConfig
 from agentgrpo.envs.airline.core.domain import AirlineDomain
 from agentgrpo.envs.airline.core.environment import AirlineEnv
 from agentgrpo.envs.airline.core.tau_bench import load_tau_bench
 from agentgrpo.envs.airline.tasks.generate import FAMILY_NAMES, continue_tasks, generate_domain, split_tasks
 from agentgrpo.envs.airline.tasks.world import AIRPORTS
+from agentgrpo.envs.config import DEFAULT_VALIDATION, EnvConfig, SplitConfig, UserConfig, WorldConfig
+from agentgrpo.envs.registry import SPLIT_NAMES, TRAIN_SPLITS, VALIDATION_SPLIT, EnvBundle
 from agentgrpo.envs.types import Task
 from agentgrpo.envs.user_sim import ChatClient, LLMUser, ScriptedUser
 
-SPLIT_NAMES = ("covered_seen", "uncovered_seen", "unseen")
-TRAIN_SPLITS = ("covered_seen", "uncovered_seen")
-VALIDATION_SPLIT = "validation"
-DEFAULT_VALIDATION = {"generated": 8, "tau_bench": 0}
-"""Validation tasks when ``splits.validation`` is null: 8 generated ones; none on τ-bench,
-whose tasks are all in the seed's three splits."""
+__all__ = [
+    "DEFAULT_VALIDATION", "HELDOUT_SEED_BASE", "HELDOUT_TASKS_PER_FAMILY", "HELDOUT_WORLDS_PER_SEED", "SPLIT_NAMES",
+    "TRAIN_SPLITS", "VALIDATION_SPLIT", "EnvBundle", "EnvConfig", "SplitConfig", "UserConfig", "WorldConfig",
+    "build_env", "build_heldout", "check_config", "heldout_world_seed", "make_env", "split_families",
+    "validation_tasks",
+]
+
 HELDOUT_SEED_BASE = {"test": 1_000_000_000, "validation": 2_000_000_000}
 """World (and task) seeds of held-out draws start here: test worlds and validation worlds
 never share a seed, and neither meets a training world (``env.seed`` < 10**9)."""
@@ -57,135 +60,17 @@ tasks, 23 families), so a held-out task is as varied as a training one and large
 spread over many worlds instead of reusing one world's few fitting reservations."""
 
 
-@dataclass
-class SplitConfig:
-    covered_seen: int = 16
-    """Training tasks with teacher demonstrations (the seed: 16)."""
-    uncovered_seen: int = 24
-    """Training tasks without demonstrations (the seed: 24)."""
-    unseen: int = 10
-    """Test tasks (the seed: 10)."""
-    validation: int | None = None
-    """Validation tasks: training families, never trained on, used to choose checkpoints and
-    settings (never the test split). generated: drawn after the task pool from the same
-    world; tau_bench: held out of uncovered_seen (which keeps the rest). null = 8
-    (generated) or 0 (tau_bench)."""
-
-    def __post_init__(self) -> None:
-        for key in ("covered_seen", "uncovered_seen", "unseen"):
-            require(getattr(self, key) >= 0, f"env.splits.{key}", getattr(self, key), "must be >= 0")
-        require(self.validation is None or self.validation >= 0, "env.splits.validation", self.validation,
-                "must be >= 0 (or null for the source's default)")
-
-
-@dataclass
-class WorldConfig:
-    """Sizes of a generated world (see ``agentgrpo.envs.airline.tasks.world.WorldSpec``)."""
-
-    n_airports: int = 8
-    """Airports on the route network (3 to the number the generator knows)."""
-    n_flights: int = 40
-    """Flight numbers (at least 2 × n_airports: one each way along a ring of airports)."""
-    n_users: int = 150
-    """Users (at least 1)."""
-    n_reservations: int = 340
-    """Reservations (at most 3 per user)."""
-
-    def __post_init__(self) -> None:
-        require(3 <= self.n_airports <= len(AIRPORTS), "env.world.n_airports", self.n_airports,
-                f"must be in [3, {len(AIRPORTS)}]")
-        require(self.n_flights >= 2 * self.n_airports, "env.world.n_flights", self.n_flights,
-                f"must be >= 2 × env.world.n_airports ({2 * self.n_airports})")
-        require(self.n_users >= 1, "env.world.n_users", self.n_users, "must be >= 1")
-        require(self.n_reservations >= 0, "env.world.n_reservations", self.n_reservations, "must be >= 0")
-        require(self.n_reservations <= 3 * self.n_users, "env.world.n_reservations", self.n_reservations,
-                f"must be <= 3 × env.world.n_users ({3 * self.n_users}): at most 3 reservations per user")
-
-
-@dataclass
-class UserConfig:
-    kind: Literal["scripted", "llm"] = "scripted"
-    """scripted (offline, deterministic per seed; generated tasks only) or llm (OpenAI-compatible API)."""
-    model: str = "gpt-4o"
-    """LLM user: model name served at ``base_url``."""
-    base_url: str = "http://127.0.0.1:8000/v1"
-    """LLM user: OpenAI-compatible endpoint (e.g. a vLLM server with a 72B model)."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """LLM user: environment variable holding the API key."""
-    temperature: float | None = None
-    """LLM user: sampling temperature; null = the source's default: 0.0 on generated tasks,
-    and on τ-bench tasks none is sent (the server's default, 1.0 on OpenAI), as τ-bench does."""
-    request: RequestConfig = field(default_factory=lambda: RequestConfig(timeout=60.0))
-    """LLM user: deadline, retries and size cap of each request (a request that still fails
-    ends its episode as ``aborted`` in evaluation and training)."""
-
-    def __post_init__(self) -> None:
-        require(self.temperature is None or self.temperature >= 0, "env.user.temperature", self.temperature,
-                "must be >= 0, or null for the source's default")
-
-
-@dataclass
-class EnvConfig:
-    source: Literal["generated", "tau_bench"] = "generated"
-    """Task source: a seeded generated world (offline default) or a τ-bench-format directory."""
-    data_dir: str | None = None
-    """τ-bench data directory (users.json, flights.json, reservations.json, policy.md, tasks_test.json)."""
-    seed: int = 0
-    """World, task and split seed of the generated source."""
-    n_tasks: int = 50
-    """Tasks to generate (≥ the sum of the split sizes)."""
-    compat: Literal["tau_bench", "fixed"] | None = None
-    """Tool semantics: τ-bench's quirks or τ²-bench's fixes; None = the source's default."""
-    world: WorldConfig = field(default_factory=WorldConfig)
-    splits: SplitConfig = field(default_factory=SplitConfig)
-    user: UserConfig = field(default_factory=UserConfig)
-
-    def __post_init__(self) -> None:
-        if self.source == "tau_bench" and not self.data_dir:
-            raise ValueError("env.data_dir is required when env.source=tau_bench")
-        require(self.n_tasks >= 1, "env.n_tasks", self.n_tasks, "must be >= 1")
-        total = self.splits.covered_seen + self.splits.uncovered_seen + self.splits.unseen
-        if self.source == "generated" and self.n_tasks < total:
-            raise ValueError(f"env.n_tasks ({self.n_tasks}) must be >= the split sizes' sum ({total})")
-        if self.source == "tau_bench" and self.user.kind == "scripted":
-            raise ValueError("τ-bench tasks have no structured scenario: set env.user.kind=llm")
-        if self.splits.validation is None:
-            self.splits.validation = DEFAULT_VALIDATION[self.source]
-
-    @property
-    def user_temperature(self) -> float | None:
-        """The LLM user's temperature: ``user.temperature``, else the source's default
-        (0.0 on generated tasks; None, i.e. not sent, on τ-bench tasks as τ-bench does)."""
-        if self.user.temperature is not None:
-            return self.user.temperature
-        return None if self.source == "tau_bench" else 0.0
-
-
-@dataclass
-class EnvBundle:
-    """A built domain and its task splits."""
-
-    domain: AirlineDomain
-    splits: dict[str, list[Task]]
-    world_seed: int | None = None
-    """Seed of the generated world (None for τ-bench data)."""
-
-    def tasks(self, split_names: tuple[str, ...] | list[str] = SPLIT_NAMES) -> list[Task]:
-        unknown = set(split_names) - set(self.splits)
-        if unknown:
-            raise ValueError(f"unknown split(s) {sorted(unknown)}; choose from {list(self.splits)}")
-        return [task for name in split_names for task in self.splits[name]]
-
-    @property
-    def split_sizes(self) -> dict[str, int]:
-        return {name: len(tasks) for name, tasks in self.splits.items()}
-
-    def task_by_id(self, task_id: str) -> Task:
-        """A task of the domain or of the validation split (which the domain's list omits)."""
-        for task in self.splits.get(VALIDATION_SPLIT, []):
-            if task.task_id == task_id:
-                return task
-        return self.domain.task_by_id(task_id)
+def check_config(config: EnvConfig) -> None:
+    """The airline's own keys: ``env.world`` must size a world the generator can build."""
+    world = config.world
+    require(3 <= world.n_airports <= len(AIRPORTS), "env.world.n_airports", world.n_airports,
+            f"must be in [3, {len(AIRPORTS)}]")
+    require(world.n_flights >= 2 * world.n_airports, "env.world.n_flights", world.n_flights,
+            f"must be >= 2 × env.world.n_airports ({2 * world.n_airports})")
+    require(world.n_users >= 1, "env.world.n_users", world.n_users, "must be >= 1")
+    require(world.n_reservations >= 0, "env.world.n_reservations", world.n_reservations, "must be >= 0")
+    require(world.n_reservations <= 3 * world.n_users, "env.world.n_reservations", world.n_reservations,
+            f"must be <= 3 × env.world.n_users ({3 * world.n_users}): at most 3 reservations per user")
 
 
 def build_env(config: EnvConfig) -> EnvBundle:

@@ -1,0 +1,49 @@
+"""The airline domain as the registry sees it (``env.domain=airline``, the default).
+
+``AirlineDomainSpec`` implements ``agentgrpo.envs.registry.Domain`` by delegating to
+``factory`` (tasks, splits, held-out worlds, episodes) and ``simulation.plans`` (the
+oracle); ``AIRLINE`` is the instance ``BUILTIN_DOMAINS`` names.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from agentgrpo.envs.airline import factory
+from agentgrpo.envs.airline.core.domain import AirlineDomain
+from agentgrpo.envs.airline.core.environment import AirlineEnv
+from agentgrpo.envs.airline.simulation.oracle import OracleAgent
+from agentgrpo.envs.airline.simulation.plans import oracle_agent
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.registry import EnvBundle
+from agentgrpo.envs.types import Task
+from agentgrpo.envs.user_sim import ChatClient
+
+
+class AirlineDomainSpec:
+    """τ-bench's airline: 14 tools, generated worlds or τ-bench's data, an oracle for generated tasks."""
+
+    name = "airline"
+    tool_names: frozenset[str] = AirlineDomain.tool_names
+
+    def check_config(self, config: EnvConfig) -> None:
+        factory.check_config(config)
+
+    def build(self, config: EnvConfig) -> EnvBundle:
+        return factory.build_env(config)
+
+    def make_env(self, bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, max_steps: int = 30,
+                 user_client: ChatClient | None = None, abort_on_endpoint_error: bool = False) -> AirlineEnv:
+        return factory.make_env(bundle, task, config, user_seed, max_steps=max_steps, user_client=user_client,
+                                abort_on_endpoint_error=abort_on_endpoint_error)
+
+    def oracle(self, bundle: EnvBundle, task: Task) -> OracleAgent:
+        return oracle_agent(bundle.domain, task)
+
+    def build_heldout(self, config: EnvConfig, split_names: Sequence[str], tasks_per_split: int, seed: int = 0,
+                      training: EnvBundle | None = None) -> list[EnvBundle]:
+        return factory.build_heldout(config, split_names, tasks_per_split, seed=seed, training=training)
+
+    def split_families(self, bundle: EnvBundle) -> dict[str, list[str]]:
+        return factory.split_families(bundle)
+
+
+AIRLINE = AirlineDomainSpec()
