@@ -22,9 +22,9 @@ import yaml
 
 PACKAGED_YAML = Path(__file__).with_name("prm_lite.yaml")
 
-STEP_RULES = ("P1", "P2", "P3", "P4", "P5", "P7", "B1", "B2", "B3", "B4", "B5", "B7")
+STEP_RULES = ("P1", "P2", "P3", "P4", "P5", "P7", "P9", "B1", "B2", "B3", "B4", "B5", "B7")
 TRAJECTORY_RULES = ("P6", "P8", "B6")
-RULE_IDS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8",
+RULE_IDS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9",
             "B1", "B2", "B3", "B4", "B5", "B6", "B7")
 TOOL_CLASSES = ("write", "read", "terminal", "think", "generic")
 """``generic``: tools that neither read nor change the world (``calculate``)."""
@@ -76,14 +76,13 @@ class PRMLiteConfig:
         "weights", "rule id -> weight; P* <= 0, B* >= 0; P8 is per extra tool step")
     process_clamp: tuple[float, float] = _packaged(
         "process_clamp", "[low, high] bounds of process_score")
-    step_mean_over: Literal["steps", "actions"] = _packaged(
-        "step_mean_over", "mean_step denominator: all steps, or all but explicit think calls")
+    step_mean_over: Literal["productive", "steps", "actions"] = _packaged(
+        "step_mean_over", "mean_step denominator: productive steps (default; padding-proof), "
+        "all steps, or all but explicit think calls")
     think_text_chars: int = _packaged(
         "think_text_chars", "assistant text longer than this makes a step a think step")
     terse_text_chars: int = _packaged(
         "terse_text_chars", "P7: non-think assistant text shorter than this is terse")
-    redundancy_window: int = _packaged(
-        "redundancy_window", "P3: how many earlier non-think actions to compare against")
     no_reasoning_min_steps: int = _packaged(
         "no_reasoning_min_steps", "P6: minimum trajectory length for the rule to apply")
     free_tool_steps: int = _packaged(
@@ -94,8 +93,6 @@ class PRMLiteConfig:
         "exploration_min_read_tools", "B6: distinct read tools needed")
     think_bonus_cap: float = _packaged(
         "think_bonus_cap", "B5: the most the think bonus may add in one trajectory")
-    recovery_requires_success: bool = _packaged(
-        "recovery_requires_success", "B1: the recovering action must not error itself")
     recovery_blocked_by: tuple[str, ...] = _packaged(
         "recovery_blocked_by", "B1 does not fire on a step that fired one of these rules")
     chain_blocked_by: tuple[str, ...] = _packaged(
@@ -118,8 +115,8 @@ class PRMLiteConfig:
     def __post_init__(self) -> None:
         self._check_types()
         self._normalise_weights()
-        if self.step_mean_over not in ("steps", "actions"):
-            raise ValueError(f"step_mean_over must be 'steps' or 'actions', "
+        if self.step_mean_over not in ("productive", "steps", "actions"):
+            raise ValueError(f"step_mean_over must be 'productive', 'steps' or 'actions', "
                              f"got {self.step_mean_over!r}")
         lo, hi = self.process_clamp
         if not lo <= 0.0 <= hi:
@@ -139,16 +136,15 @@ class PRMLiteConfig:
                                for name, spec in dict(self.entity_schemas).items()}
 
     def _check_types(self) -> None:
-        ints = ("think_text_chars", "terse_text_chars", "redundancy_window",
-                "no_reasoning_min_steps", "free_tool_steps", "exploration_min_read_tools",
-                "confirm_window_words")
+        ints = ("think_text_chars", "terse_text_chars", "no_reasoning_min_steps",
+                "free_tool_steps", "exploration_min_read_tools", "confirm_window_words")
         for name in ints:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise TypeError(f"{name} must be a non-negative int, got {value!r}")
-        for name in ("overlong_counts_think", "recovery_requires_success"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.overlong_counts_think, bool):
+            raise TypeError(f"overlong_counts_think must be true or false, "
+                            f"got {self.overlong_counts_think!r}")
         if not isinstance(self.think_bonus_cap, (int, float)) or self.think_bonus_cap < 0:
             raise TypeError(f"think_bonus_cap must be a number >= 0, got {self.think_bonus_cap!r}")
         if len(tuple(self.process_clamp)) != 2:
@@ -175,6 +171,10 @@ class PRMLiteConfig:
             if rule.startswith("B") and weight < 0:
                 raise ValueError(f"weights.{rule} is a bonus and must be >= 0, got {weight}")
         self.weights = {rule: float(merged[rule]) for rule in RULE_IDS}
+        if self.weights["B1"] > -self.weights["P9"]:
+            raise ValueError(f"weights.B1 (recovery, {self.weights['B1']}) must not exceed the "
+                             f"cost of the error it follows (-weights.P9 = {-self.weights['P9']}): "
+                             f"an error followed by a recovery would pay")
 
     def _normalise_tool_classes(self) -> None:
         unknown = set(self.tool_classes) - set(TOOL_CLASSES)

@@ -17,7 +17,7 @@ import dataclasses
 import itertools
 import json
 import re
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,8 +50,9 @@ class PRMResult:
     fired_per_step: the step rules of each step.
     trajectory_fired: the trajectory rules that fired (P8 once, however many steps over).
     trajectory_adjustment: sum of trajectory-rule contributions (P6 + P8·n + B6).
-    mean_step: mean of ``step_scores`` (0.0 for an empty trajectory); with
-        ``step_mean_over: actions`` the denominator leaves out explicit think calls.
+    mean_step: ``sum(step_scores)`` over the denominator ``step_mean_over`` names (by
+        default the number of productive steps; with none, ``min(0, sum)``; 0.0 for an
+        empty trajectory).
     """
 
     process_score: float
@@ -74,26 +75,36 @@ class PRMResult:
 
 @dataclass
 class _Facts:
-    """What the rules need to know about one step, computed once."""
+    """What the rules need to know about one step: the static part from ``_facts``,
+    ``redundant``/``productive``/``think`` set during the walk (they depend on history)."""
 
     cls: str               # write/read/terminal/think/generic, or respond/invalid
     explicit_think: bool   # a call to a think-class tool
-    think: bool            # explicit think, or assistant text over think_text_chars
     errored: bool          # tool error or malformed generation
     signature: tuple[Any, ...]
     text_len: int
+    output: str            # the stripped observation
+    redundant: bool = False   # the same call with the same output as an earlier success
+    productive: bool = False  # an action that neither errored nor was redundant
+    think: bool = False       # not errored nor redundant: explicit think, or long text
+
+    @property
+    def unproductive(self) -> bool:
+        """Errored or redundant: invisible to B5's neighbourhood and to the mean."""
+        return self.errored or self.redundant
 
 
 @dataclass
 class _Walk:
     """State carried forward while scanning the steps in order."""
 
-    visible: str                     # opening + observations of earlier turns
-    window: deque[tuple[Any, ...]]
-    last_action: int | None = None   # latest step that was not an explicit think
+    visible: str                     # opening + informative observations of earlier turns
+    results_seen: set[tuple[tuple[Any, ...], str]] = field(default_factory=set)  # (call, output)
+    failed_calls: set[tuple[Any, ...]] = field(default_factory=set)
+    pending_error: bool = False      # an action errored and no productive action followed yet
     read_succeeded: bool = False
     reads_used: set[str] = field(default_factory=set)
-    confirmed: bool = False          # an explicit user "yes" since the last write
+    confirmed: bool = False          # an explicit user "yes" since the last productive write
 
 
 def assistant_text(step: Step) -> str:
@@ -175,28 +186,37 @@ class PRMLite:
             cls, signature = "respond", ("respond", str(step.arguments.get("content", "")))
         else:
             cls, signature = "invalid", ("invalid",)
-        explicit_think = cls == "think"
         text_len = len(assistant_text(step).strip())
-        think = explicit_think or (cls != "invalid" and text_len > self.config.think_text_chars)
         errored = step.error or step.kind == "invalid" or (
             step.kind == "tool" and is_error_observation(step.observation))
-        return _Facts(cls, explicit_think, think, errored, signature, text_len)
+        return _Facts(cls, cls == "think", errored, signature, text_len,
+                      (step.observation or "").strip())
+
+    def _classify(self, step: Step, fact: _Facts, walk: _Walk) -> None:
+        """Set the history-dependent facts. A successful call is redundant when the
+        trajectory already had the same call (name and arguments) with the same output:
+        it told nothing new and changed nothing."""
+        if step.kind == "tool" and not fact.explicit_think and not fact.errored:
+            fact.redundant = (fact.signature, fact.output) in walk.results_seen
+        fact.productive = not (fact.explicit_think or fact.unproductive)
+        fact.think = not fact.unproductive and (
+            fact.explicit_think or fact.text_len > self.config.think_text_chars)
 
     def _score(self, steps: list[Step], opening: Sequence[str],
                turn_of_step: Sequence[int]) -> PRMResult:
         facts = [self._facts(s) for s in steps]
-        walk = _Walk(visible="\n".join(opening),
-                     window=deque(maxlen=self.config.redundancy_window))
+        walk = _Walk(visible="\n".join(opening))
         fired: list[list[str]] = []
-        fresh: list[str] = []  # outputs of the current turn, not yet visible to it
+        fresh: list[str] = []  # informative outputs of the current turn, not yet visible to it
         for i, (step, fact) in enumerate(zip(steps, facts)):
             if i > 0 and turn_of_step[i] != turn_of_step[i - 1]:
                 walk.visible = "\n".join([walk.visible, *fresh])
                 fresh = []
-            fired.append(self._step_rules(step, fact, facts, walk))
-            if step.observation:
+            self._classify(step, fact, walk)
+            fired.append(self._step_rules(step, fact, walk))
+            if step.observation and not fact.unproductive:  # an error message is no data
                 fresh.append(step.observation)
-            self._advance(step, fact, i, walk)
+            self._advance(step, fact, walk)
         self._think_bonus(facts, fired)
         for rules in fired:
             rules.sort(key=_RULE_ORDER.__getitem__)
@@ -217,48 +237,51 @@ class PRMLite:
     def _mean_step(self, step_scores: list[float], facts: list[_Facts]) -> float:
         if not step_scores:
             return 0.0
+        over = self.config.step_mean_over
+        if over == "productive":
+            # unproductive steps add their (non-positive) scores but never the denominator,
+            # so padding cannot dilute; with no productive step only the penalties count
+            productive = sum(1 for f in facts if f.productive)
+            total = sum(step_scores)
+            return total / productive if productive else min(0.0, total)
         count = len(step_scores)
-        if self.config.step_mean_over == "actions":
+        if over == "actions":
             count = sum(1 for f in facts if not f.explicit_think)
             if count == 0:  # only think calls: no action to average over, and no bonus for thinking alone
                 return 0.0
         return sum(step_scores) / count
 
-    def _step_rules(self, step: Step, fact: _Facts, facts: list[_Facts],
-                    walk: _Walk) -> list[str]:
-        """Step rules except B5 (which needs the next step)."""
+    def _step_rules(self, step: Step, fact: _Facts, walk: _Walk) -> list[str]:
+        """Step rules except B5 (which needs the following steps). Bonuses fire only on
+        productive steps."""
         rules: list[str] = []
         is_call = step.kind == "tool" and not fact.explicit_think
         report = self.entities.inspect_arguments(step.arguments) if is_call else None
         if report is not None and report.bad:
             rules.append("P1" if fact.cls == "write" else "P2")
-        if is_call and fact.signature in walk.window:
+        if fact.redundant:
             rules.append("P3")
-        previous = facts[walk.last_action] if walk.last_action is not None else None
-        if previous is not None and previous.errored and not fact.explicit_think:
-            if fact.signature == previous.signature:
-                rules.append("P4")
-            elif self._recovers(fact, rules):
-                rules.append("B1")
+        if not fact.explicit_think and fact.signature in walk.failed_calls:
+            rules.append("P4")
         if fact.cls == "terminal" and not walk.read_succeeded:
             rules.append("P5")
         if not fact.think and fact.text_len < self.config.terse_text_chars:
             rules.append("P7")
+        if fact.errored:
+            rules.append("P9")
+        if not fact.productive:
+            return rules
+        if walk.pending_error and "P4" not in rules and not any(
+                r in self.config.recovery_blocked_by for r in rules):
+            rules.append("B1")
         if report is not None and fact.cls in ("read", "write") and self._chains(
                 report.entities, rules, walk.visible):
             rules.append("B2" if fact.cls == "write" else "B3")
-        if fact.cls == "read" and not fact.errored and step.name not in walk.reads_used:
+        if fact.cls == "read" and step.name not in walk.reads_used:
             rules.append("B4")
         if fact.cls == "write" and walk.confirmed:
             rules.append("B7")
         return rules
-
-    def _recovers(self, fact: _Facts, rules: list[str]) -> bool:
-        """B1 (the previous action errored and this one differs): a well-formed action
-        that, unless configured otherwise, did not error itself."""
-        if fact.cls == "invalid" or any(r in self.config.recovery_blocked_by for r in rules):
-            return False
-        return not (fact.errored and self.config.recovery_requires_success)
 
     def _chains(self, entities: list[Entity], rules: list[str], visible: str) -> bool:
         """Data chain: a well-formed argument entity occurs as a whole token in an
@@ -267,28 +290,44 @@ class PRMLite:
             return False
         return any(occurs_as_token(value, visible) for _, value in entities)
 
-    def _advance(self, step: Step, fact: _Facts, index: int, walk: _Walk) -> None:
-        """Update the carried state after step ``index`` has been scored."""
-        if fact.cls == "read" and not fact.errored:
+    def _advance(self, step: Step, fact: _Facts, walk: _Walk) -> None:
+        """Update the carried state after a step has been scored. Unproductive steps
+        change nothing a later bonus depends on (only the error state and P4's record)."""
+        if fact.errored:
+            if not fact.explicit_think:
+                walk.failed_calls.add(fact.signature)
+                walk.pending_error = True
+            return
+        if step.kind == "tool" and not fact.explicit_think:
+            walk.results_seen.add((fact.signature, fact.output))
+        if not fact.productive:
+            return
+        walk.pending_error = False
+        if fact.cls == "read":
             walk.read_succeeded = True
             walk.reads_used.add(step.name)
         if fact.cls == "write":
             walk.confirmed = False
         if step.kind == "respond" and self.is_confirmation(step.observation):
             walk.confirmed = True
-        if not fact.explicit_think:
-            walk.window.append(fact.signature)
-            walk.last_action = index
 
     def _think_bonus(self, facts: list[_Facts], fired: list[list[str]]) -> None:
-        """B5: a think step that follows no think, is not last, and is followed by a
-        step with no placeholder (P1/P2) or redundancy (P3); capped per trajectory."""
+        """B5: a think step whose previous step is no think, which is not last, and whose
+        follow-through (the steps up to and including the next productive-or-think one)
+        fires no P1/P2/P3; capped per trajectory. Errored and redundant steps are skipped
+        when looking for neighbours, so inserting one never makes a think eligible."""
         weight, cap = self.weights["B5"], self.config.think_bonus_cap
         total = 0.0
-        for i, fact in enumerate(facts[:-1]):
-            if not fact.think or (i > 0 and facts[i - 1].think):
+        previous_think = False  # whether the last step that is not unproductive was a think
+        for i, fact in enumerate(facts):
+            if fact.unproductive:
                 continue
-            if any(r in ("P1", "P2", "P3") for r in fired[i + 1]):
+            eligible, previous_think = fact.think and not previous_think, fact.think
+            if not eligible:
+                continue
+            nxt = next((j for j in range(i + 1, len(facts)) if not facts[j].unproductive), None)
+            if nxt is None or any(r in ("P1", "P2", "P3")
+                                  for rules in fired[i + 1:nxt + 1] for r in rules):
                 continue
             if total + weight > cap + 1e-12:
                 break

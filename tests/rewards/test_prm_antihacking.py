@@ -62,9 +62,9 @@ def test_think_padding_cannot_dilute_penalties_when_means_skip_think_calls():
     # DESIGN §4's literal mean over all steps: 7 neutral think calls dilute P5 (documented)
     assert plain.score_steps([transfer]).process_score == approx(-0.10)
     assert plain.score_steps(padded_steps).process_score == approx((0.01 - 0.10) / 8)
-    # the default, step_mean_over: actions, removes the dilution: the gain is only the capped B5
+    # the default, step_mean_over: productive, removes the dilution: the gain is only the capped B5
     strict = PRMLite()
-    assert strict.config.step_mean_over == "actions"
+    assert strict.config.step_mean_over == "productive"
     gain = (strict.score_steps(padded_steps).process_score
             - strict.score_steps([transfer]).process_score)
     assert gain == approx(0.01)
@@ -76,7 +76,7 @@ def test_think_padding_cannot_dilute_penalties_when_means_skip_think_calls():
 def test_short_ids_are_placeholders_by_schema(prm):
     res = prm.score_steps([tool("get_user_details", user_id="john", obs="Error: not found"),
                            tool("cancel_reservation", reservation_id="ABC")])
-    assert res.fired_per_step[0] == ["P2"]
+    assert res.fired_per_step[0] == ["P2", "P9"]
     assert res.fired_per_step[1] == ["P1"]
 
 
@@ -123,7 +123,7 @@ def test_id_only_in_earlier_arguments_is_no_data_chain(prm):
     steps = [tool("get_reservation_details", reservation_id=RES,
                   obs="Error: reservation not found"),
              tool("cancel_reservation", reservation_id=RES)]
-    assert prm.score_steps(steps).fired_per_step == [[], ["B1"]]
+    assert prm.score_steps(steps).fired_per_step == [["P9"], ["B1"]]
 
 
 def test_echoing_observation_text_into_free_text_arguments_earns_nothing(prm):

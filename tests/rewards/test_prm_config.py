@@ -12,7 +12,7 @@ from agentgrpo.rewards.prm_lite import PRMLite
 from .prm_helpers import calc_text, tool
 
 TABLE = {"P1": -0.05, "P2": -0.03, "P3": -0.03, "P4": -0.04, "P5": -0.10, "P6": -0.05,
-         "P7": -0.02, "P8": -0.01, "B1": 0.05, "B2": 0.08, "B3": 0.04, "B4": 0.01,
+         "P7": -0.02, "P8": -0.01, "P9": -0.05, "B1": 0.03, "B2": 0.08, "B3": 0.04, "B4": 0.01,
          "B5": 0.01, "B6": 0.01, "B7": 0.02}
 
 
@@ -64,7 +64,9 @@ def test_constructor_tool_classes_for_another_domain():
 
 @pytest.mark.parametrize("text, error", [
     ("bogus_key: 1\n", ValueError),
-    ("weights:\n  P9: -0.1\n", ValueError),
+    ("weights:\n  P10: -0.1\n", ValueError),
+    ("weights:\n  B1: 0.06\n", ValueError),             # recovery above the error's cost
+    ("weights:\n  P9: -0.01\n", ValueError),
     ("weights:\n  P1: 0.1\n", ValueError),
     ("weights:\n  B2: -0.1\n", ValueError),
     ("weights:\n  B2: high\n", TypeError),
@@ -115,12 +117,13 @@ def test_overlong_can_leave_out_think_calls():
     assert not_counting.trajectory_adjustment == approx(-0.01)
 
 
-def test_recovery_may_be_credited_even_if_it_errors():
+def test_recovery_and_error_weights_may_be_equal_but_the_recovery_never_larger():
+    equal = PRMLite(PRMLiteConfig(weights={"B1": 0.05, "P9": -0.05}))
     steps = [tool("calculate", expression="1/0", obs="Error: division by zero"),
-             tool("calculate", expression="2/0", obs="Error: division by zero")]
-    lenient = PRMLite(PRMLiteConfig(recovery_requires_success=False))
-    assert lenient.score_steps(steps).fired_per_step == [[], ["B1"]]
-    assert PRMLite().score_steps(steps).fired_per_step == [[], []]
+             tool("calculate", expression="2/1", obs="2.0")]
+    assert equal.score_steps(steps).step_scores == [approx(-0.05), approx(0.05)]
+    with pytest.raises(ValueError, match="weights.B1"):
+        PRMLiteConfig(weights={"B1": 0.051, "P9": -0.05})
 
 
 def test_config_replace_revalidates():

@@ -77,9 +77,24 @@ def test_result_invariants(steps):
         assert not set(rules) & set(TRAJECTORY_RULES)        # per-turn credit stays clean
     assert set(res.trajectory_fired) <= set(TRAJECTORY_RULES)
     assert res.fired == [r for rules in res.fired_per_step for r in rules] + res.trajectory_fired
-    counted = [s for s in steps if not (s.kind == "tool" and s.name == "think")]
-    denominator = len(counted) if PRM.config.step_mean_over == "actions" else len(steps)
-    mean = sum(res.step_scores) / denominator if denominator else 0.0
+    # productive: not a think call, not errored, and not the same call and output as an
+    # earlier successful call (recomputed here independently of the engine)
+    seen, productive = set(), 0
+    for s, rules in zip(steps, res.fired_per_step):
+        errored = s.error or s.kind == "invalid" or (s.kind == "tool" and s.observation.startswith("Error:"))
+        assert ("P9" in rules) == errored
+        if s.kind == "tool" and s.name == "think" or errored:
+            continue
+        key = (s.name, json.dumps(s.arguments, sort_keys=True), s.observation.strip())
+        assert ("P3" in rules) == (s.kind == "tool" and key in seen)
+        if "P3" in rules:
+            assert not any(r.startswith("B") for r in rules)  # no bonus on a redundant call
+            continue
+        seen.add(key)
+        productive += 1
+    assert PRM.config.step_mean_over == "productive"
+    total = sum(res.step_scores)
+    mean = total / productive if productive else min(0.0, total)
     assert res.mean_step == approx(mean)
     assert res.process_score == approx(min(0.5, max(-0.5, mean + res.trajectory_adjustment)))
     tool_steps = sum(1 for s in steps if s.kind == "tool")
@@ -147,4 +162,5 @@ def test_a_trajectory_of_think_calls_only_has_no_step_mean():
     think = Step("tool", "think", {"thought": "plan the refund step by step"}, "", text="")
     result = PRM.score_steps([think, think])
     assert "B5" in result.fired  # the first think still earns its bonus as a step score
+    # no productive step: only penalties count, so thinking alone earns nothing
     assert result.mean_step == 0.0 and result.process_score == approx(result.trajectory_adjustment)

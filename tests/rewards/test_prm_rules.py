@@ -1,8 +1,8 @@
 """PRM-Lite rules one by one: each rule fires where it should and not elsewhere.
 
 Expected scores are computed by hand from the packaged weights (prm_lite.yaml):
-P1 -.05, P2 -.03, P3 -.03, P4 -.04, P5 -.10, P6 -.05, P7 -.02, P8 -.01/step,
-B1 +.05, B2 +.08, B3 +.04, B4 +.01, B5 +.01, B6 +.01, B7 +.02.
+P1 -.05, P2 -.03, P3 -.03, P4 -.04, P5 -.10, P6 -.05, P7 -.02, P8 -.01/step, P9 -.05,
+B1 +.03, B2 +.08, B3 +.04, B4 +.01, B5 +.01, B6 +.01, B7 +.02.
 """
 from __future__ import annotations
 
@@ -64,23 +64,28 @@ def test_p3_fires_on_immediate_repeat(prm):
     assert res.step_scores == [approx(0.01), approx(-0.03)]
 
 
-def test_p3_window_skips_think_calls(prm):
-    steps = [calc("1+1"), think(), think(), think(), calc("2+2"), calc("3+3"), calc("1+1")]
+def test_p3_looks_back_over_the_whole_trajectory(prm):
+    steps = [calc("1+1"), think(), think(), think(), calc("2+2"), calc("3+3"), calc("4+4"),
+             calc("1+1")]
     assert "P3" in prm.score_steps(steps).fired_per_step[-1]
 
 
-def test_p3_does_not_fire_beyond_window_or_with_other_arguments(prm):
-    steps = [calc("1+1"), calc("2+2"), calc("3+3"), calc("4+4"), calc("1+1")]
-    res = prm.score_steps(steps)
-    assert all("P3" not in rules for rules in res.fired_per_step)
+def test_p3_does_not_fire_with_other_arguments_or_a_new_output(prm):
+    steps = [calc("1+1"), calc("2+2"), calc("3+3"), calc("4+4")]
+    assert all("P3" not in rules for rules in prm.score_steps(steps).fired_per_step)
+    # the same read after a write: the world changed, its output is new
+    reread = [tool("get_reservation_details", reservation_id=RES, obs='{"status": "active"}'),
+              tool("cancel_reservation", reservation_id=RES),
+              tool("get_reservation_details", reservation_id=RES, obs='{"status": "cancelled"}')]
+    assert all("P3" not in rules for rules in prm.score_steps(reread).fired_per_step)
 
 
 # ---- P4: error repetition -------------------------------------------------------------
 
 def test_p4_fires_when_errored_call_is_repeated(prm):
     res = prm.score_steps([calc("1/0", obs="Error: division by zero"), calc("1/0")])
-    assert res.fired_per_step == [[], ["P3", "P4"]]
-    assert res.step_scores[1] == approx(-0.07)
+    assert res.fired_per_step == [["P9"], ["P4"]]          # no B1: the same call again
+    assert res.step_scores == [approx(-0.05), approx(-0.04)]
 
 
 def test_p4_looks_past_think_calls(prm):
@@ -96,7 +101,7 @@ def test_p4_does_not_fire_after_success_or_on_a_different_call(prm):
 
 
 def test_p4_fires_on_repeated_malformed_generation(prm):
-    assert prm.score_steps([invalid(), invalid()]).fired_per_step == [[], ["P4"]]
+    assert prm.score_steps([invalid(), invalid()]).fired_per_step == [["P9"], ["P4", "P9"]]
 
 
 # ---- P5: transfer without a read ------------------------------------------------------
@@ -172,8 +177,8 @@ def test_p8_does_not_fire_at_eight_tool_steps_plus_replies(prm):
 
 def test_b1_fires_on_a_different_successful_action_after_an_error(prm):
     res = prm.score_steps([calc("1/0", obs="Error: division by zero"), calc("1/1")])
-    assert res.fired_per_step == [[], ["B1"]]
-    assert res.step_scores == [0.0, approx(0.05)]
+    assert res.fired_per_step == [["P9"], ["B1"]]
+    assert res.step_scores == [approx(-0.05), approx(0.03)]   # an error never pays
 
 
 def test_b1_fires_on_asking_the_user_after_an_error(prm):
@@ -184,7 +189,7 @@ def test_b1_fires_on_asking_the_user_after_an_error(prm):
 
 def test_b1_skips_think_calls_between_error_and_recovery(prm):
     steps = [calc("1/0", obs="Error: division by zero"), think(), calc("1/1")]
-    assert prm.score_steps(steps).fired_per_step == [[], ["B5"], ["B1"]]
+    assert prm.score_steps(steps).fired_per_step == [["P9"], ["B5"], ["B1"]]
 
 
 def test_b1_does_not_fire_without_error_or_when_recovery_fails(prm):
@@ -235,12 +240,15 @@ def test_b4_fires_on_first_successful_use_of_each_read_tool(prm):
              tool("get_reservation_details", reservation_id=RES),
              tool("get_reservation_details", reservation_id="ABC123")]
     assert prm.score_steps(steps).fired_per_step == [["B4"], ["B4"], []]
+    # a repeated read (same call, same output) pays nothing and does not use up B4
+    again = [tool("get_user_details", user_id=USER), tool("get_user_details", user_id=USER)]
+    assert prm.score_steps(again).fired_per_step == [["B4"], ["P3"]]
 
 
 def test_b4_skips_errored_reads_and_waits_for_success(prm):
     steps = [tool("get_reservation_details", reservation_id=RES, obs="Error: not found"),
              tool("get_reservation_details", reservation_id="ABC123")]
-    assert prm.score_steps(steps).fired_per_step == [[], ["B1", "B4"]]
+    assert prm.score_steps(steps).fired_per_step == [["P9"], ["B1", "B4"]]
 
 
 # ---- B5: think bonus ------------------------------------------------------------------
