@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import random
 import statistics
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,7 +46,7 @@ from agentgrpo.policy.hf import load_for_training, load_policy, read_agent_confi
 from agentgrpo.policy.openai_client import llm_user_client
 from agentgrpo.rewards.prm_lite import PRMLite
 from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
-from agentgrpo.train.batch import RolloutBatch, collate, drop_unusable
+from agentgrpo.train.batch import Dropped, RolloutBatch, collate, drop_unusable
 from agentgrpo.train.checkpoint import (
     latest_checkpoint,
     load_trainer_state,
@@ -54,37 +54,15 @@ from agentgrpo.train.checkpoint import (
     restore_training_state,
     save_checkpoint,
 )
+from agentgrpo.train.group_filter import groups_in_order, is_informative, outcomes_by_task
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 from agentgrpo.train.progress import progress_bar
-from agentgrpo.train.resume import check_resume_config
+from agentgrpo.train.resume import check_resume_config, keep_changed_defaults
 from agentgrpo.train.rollout_metrics import rollout_metrics
 from agentgrpo.train.step_plan import UpdatePlan, disable_dropout, logprob_change, plan_updates
+from agentgrpo.train.task_sampler import derive_seed, make_task_sampler
 from agentgrpo.train.tracking import make_tracker
-
-
-def derive_seed(*parts: Any) -> int:
-    """A stable 63-bit seed from parts (Python's hash() is salted per process)."""
-    return random.Random(":".join(map(str, parts))).getrandbits(63)
-
-
-class TaskSchedule:
-    """Which tasks step s trains on: epoch-wise seeded permutations, a pure function of s."""
-
-    def __init__(self, tasks: list, tasks_per_step: int, seed: int):
-        if not tasks:
-            raise ValueError("no training tasks: check trainer.task_splits and env.splits")
-        self.tasks, self.k, self.seed = tasks, tasks_per_step, seed
-
-    def for_step(self, step: int) -> list:
-        n = len(self.tasks)
-        picked = []
-        for position in range(step * self.k, (step + 1) * self.k):
-            epoch, index = divmod(position, n)
-            order = list(range(n))
-            random.Random(derive_seed("tasks", self.seed, epoch)).shuffle(order)
-            picked.append(self.tasks[order[index]])
-        return picked
 
 
 @dataclass
@@ -103,7 +81,9 @@ class GRPOTrainer:
         self.bundle: EnvBundle = build_env(cfg.env)
         self.user_client = llm_user_client(cfg.env.user)  # None for the scripted user
         self.train_tasks = self.bundle.tasks(cfg.trainer.task_splits)
-        self.schedule = TaskSchedule(self.train_tasks, cfg.trainer.tasks_per_step, cfg.seed)
+        t = cfg.trainer
+        self.sampler = make_task_sampler(t.task_sampler, self.train_tasks, t.tasks_per_step, cfg.seed,
+                                         floor=t.frontier_floor, ema=t.frontier_ema)
         dtype = getattr(torch, cfg.policy.dtype)
         checkpoint = self._resume_checkpoint(force) if resume else None
         self.model, self.tokenizer = load_for_training(cfg.policy, checkpoint / "model" if checkpoint else None)
@@ -119,14 +99,15 @@ class GRPOTrainer:
                                   if self.reference is not None else None)
         self.prm = PRMLite.from_yaml(cfg.reward.prm_weights) if cfg.reward.prm_weights else PRMLite()
         self.estimator = get_advantage_estimator(cfg.algo.adv_estimator)
-        t = cfg.trainer
         updates_per_step = t.ppo_epochs * (t.tasks_per_step * t.group_size // t.mini_batch_size)
         self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
         self.scheduler = make_scheduler(self.optimizer, t.steps * updates_per_step, t.warmup_steps, t.lr_schedule)
         self.start_step = 0
         if checkpoint is not None:
             restore_training_state(checkpoint, self.optimizer, self.scheduler)
-            self.start_step = load_trainer_state(checkpoint)["step"]
+            state = load_trainer_state(checkpoint)
+            self.start_step = state["step"]
+            self.sampler.load_state_dict(state.get("task_sampler", {"kind": "uniform"}), self.start_step)
         else:
             (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
         self.tracker = make_tracker(self.run_dir, cfg.logging.trackers, run_name=cfg.experiment,
@@ -137,8 +118,9 @@ class GRPOTrainer:
         remove_stale(self.run_dir)
         checkpoint = latest_checkpoint(self.run_dir)
         if checkpoint is not None:
-            check_resume_config(checkpoint, self.run_dir, to_dict(self.config), force=force,
-                                defaults=to_dict(type(self.config)()))
+            defaults = to_dict(type(self.config)())
+            keep_changed_defaults(checkpoint, self.config, defaults)
+            check_resume_config(checkpoint, self.run_dir, to_dict(self.config), force=force, defaults=defaults)
         return checkpoint
 
     def _load_reference(self, dtype: torch.dtype) -> torch.nn.Module | None:
@@ -155,31 +137,15 @@ class GRPOTrainer:
         cfg, t = self.config, self.config.trainer
         with progress_bar(t.steps, f"grpo[{cfg.experiment}]", cfg.logging.progress, self.start_step) as bar:
             for step in range(self.start_step, t.steps):
-                timings: dict[str, float] = {}
-                clock = time.perf_counter()
-                trajectories = self.collect_rollouts(step)
-                timings["perf/rollout_s"] = time.perf_counter() - clock
-
-                clock = time.perf_counter()
-                self.score(trajectories)
-                trajectories, dropped = drop_unusable(trajectories)
-                batch, adv_metrics = self.compute_advantages(trajectories)
-                timings["perf/score_s"] = time.perf_counter() - clock
-
-                clock = time.perf_counter()
-                plan = self.plan_updates(batch, step)
-                self.compute_old_logprobs(batch, plan)
-                timings["perf/old_logprob_s"] = time.perf_counter() - clock
-
-                clock = time.perf_counter()
-                update_metrics = self.update(batch, plan)
-                timings["perf/update_s"] = time.perf_counter() - clock
-
-                metrics = {**rollout_metrics(trajectories), **dropped.metrics(), **adv_metrics, **update_metrics}
-                if t.lld_diagnostic:
-                    clock = time.perf_counter()
-                    metrics.update(self.lld_diagnostics(batch, plan))
-                    timings["perf/lld_s"] = time.perf_counter() - clock
+                timings = {"perf/rollout_s": 0.0, "perf/score_s": 0.0}
+                trajectories, sampled, sampling_metrics = self.sample_groups(step, timings)
+                metrics = {**rollout_metrics(sampled), **sampling_metrics}
+                if trajectories:
+                    metrics.update(self.learn(trajectories, step, timings))
+                else:  # dynamic sampling found no informative group: nothing to learn from
+                    warnings.warn(f"step {step + 1}: no informative group in {t.max_generation_rounds} generation "
+                                  "rounds: no update", stacklevel=1)
+                    metrics["algo/skipped_step_frac"] = 1.0
                 metrics.update(timings)
                 metrics["perf/step_s"] = sum(timings.values())
                 metrics["perf/engine_tokens_per_s"] = self.engine.last_stats.tokens_per_second
@@ -196,19 +162,98 @@ class GRPOTrainer:
         return final
 
     # -------------------------------------------------------------------------- phases
-    def collect_rollouts(self, step: int) -> list[Trajectory]:
-        """G episodes for each of the step's tasks, all rolled out together."""
+    def sample_groups(self, step: int, timings: dict[str, float]
+                      ) -> tuple[list[Trajectory], list[Trajectory], dict[str, float]]:
+        """Generation rounds of rollouts → score → leave out unusable episodes (``drop_unusable``);
+        with ``trainer.dynamic_sampling``, groups whose rewards (``informative_by``) all agree are
+        left out and more tasks are drawn until ``tasks_per_step`` informative groups are kept or
+        ``max_generation_rounds`` were rolled out. Every group's outcomes go to the task sampler.
+
+        Returns the trajectories to train on, every usable one sampled (for the rollout
+        metrics) and the ``rollout/`` metrics of the sampling (and of ``drop_unusable``).
+        """
+        t = self.config.trainer
+        rounds = t.max_generation_rounds if t.dynamic_sampling else 1
+        kept: list[Trajectory] = []
+        sampled: list[Trajectory] = []
+        dropped, drawn = Dropped(), set()
+        kept_groups = filtered = informative = sampled_groups = generation_round = 0
+        for generation_round in range(rounds):
+            clock = time.perf_counter()
+            tasks = self.sampler.draw(step, generation_round, exclude=drawn)
+            drawn.update(task.task_id for task in tasks)
+            trajectories = self.collect_rollouts(step, generation_round, tasks)
+            timings["perf/rollout_s"] += time.perf_counter() - clock
+            clock = time.perf_counter()
+            self.score(trajectories)
+            usable, round_dropped = drop_unusable(trajectories)
+            for f in dataclasses.fields(Dropped):
+                setattr(dropped, f.name, getattr(dropped, f.name) + getattr(round_dropped, f.name))
+            sampled.extend(usable)
+            groups = groups_in_order(usable)
+            self.sampler.observe(outcomes_by_task(groups))
+            for group in groups.values():
+                sampled_groups += 1
+                signal = is_informative(group, t.informative_by)
+                informative += signal
+                if not t.dynamic_sampling:
+                    continue
+                if not signal:
+                    filtered += 1
+                elif kept_groups < t.tasks_per_step:  # extra informative groups of the last round: unused
+                    kept.extend(group)
+                    kept_groups += 1
+            timings["perf/score_s"] += time.perf_counter() - clock
+            if not t.dynamic_sampling:
+                kept, kept_groups = usable, len(groups)
+            if kept_groups >= t.tasks_per_step:
+                break
+        metrics = {**dropped.metrics(), **self.sampler.metrics(),
+                   "rollout/generation_rounds": float(generation_round + 1),
+                   "rollout/filtered_groups": float(filtered),
+                   "rollout/informative_groups": float(informative if not t.dynamic_sampling else kept_groups),
+                   "rollout/informative_group_frac": informative / max(sampled_groups, 1)}
+        return kept, sampled, metrics
+
+    def collect_rollouts(self, step: int, generation_round: int = 0, tasks: list | None = None) -> list[Trajectory]:
+        """G episodes for each task (by default the sampler's for the step's first round), all
+        rolled out together. Round r's groups are numbered after the earlier rounds' and its
+        sampling is seeded by (seed, step, r): round 0 is what a run without dynamic sampling samples."""
         cfg = self.config
+        if tasks is None:
+            tasks = self.sampler.draw(step, generation_round)
+        first_index = generation_round * cfg.trainer.tasks_per_step
         specs = []
-        for task_index, task in enumerate(self.schedule.for_step(step)):
+        for task_index, task in enumerate(tasks, start=first_index):
             group_id = f"{step}:{task_index}:{task.task_id}"
             for sample in range(cfg.trainer.group_size):
                 user_seed = derive_seed("user", cfg.seed, step, task_index, sample)
                 env = make_env(self.bundle, task, cfg.env, user_seed=user_seed, max_steps=cfg.rollout.max_turns,
                                user_client=self.user_client, abort_on_endpoint_error=True)
                 specs.append(EpisodeSpec(env, task.task_id, group_id, sample))
+        seed_parts = ("rollout", cfg.seed, step) + ((generation_round,) if generation_round else ())
         with autocast(self.device, cfg.policy.autocast):
-            return self.engine.run(specs, seed=derive_seed("rollout", cfg.seed, step))
+            return self.engine.run(specs, seed=derive_seed(*seed_parts))
+
+    def learn(self, trajectories: list[Trajectory], step: int, timings: dict[str, float]) -> dict[str, float]:
+        """Advantages → plan → old/reference log-probs → updates (→ LLD diagnostics) on one batch."""
+        clock = time.perf_counter()
+        batch, adv_metrics = self.compute_advantages(trajectories)
+        timings["perf/score_s"] += time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        plan = self.plan_updates(batch, step)
+        self.compute_old_logprobs(batch, plan)
+        timings["perf/old_logprob_s"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        metrics = {**adv_metrics, **self.update(batch, plan)}
+        timings["perf/update_s"] = time.perf_counter() - clock
+        if self.config.trainer.lld_diagnostic:
+            clock = time.perf_counter()
+            metrics.update(self.lld_diagnostics(batch, plan))
+            timings["perf/lld_s"] = time.perf_counter() - clock
+        return metrics
 
     def score(self, trajectories: list[Trajectory]) -> None:
         """Reward = outcome + process_coef · PRM-Lite process score; per-turn scores kept.
@@ -334,7 +379,8 @@ class GRPOTrainer:
                 "val/episodes": float(len(trajectories))}  # its sample size, for diagnose's val-vs-test check
 
     def save(self, step: int) -> Path:
-        state = {"config": to_dict(self.config), "experiment": self.config.experiment}
+        state = {"config": to_dict(self.config), "experiment": self.config.experiment,
+                 "task_sampler": self.sampler.state_dict()}
         return save_checkpoint(self.run_dir, step, self.model, self.tokenizer, self.optimizer, self.scheduler,
                                state, keep_last=self.config.trainer.keep_last, agent_config=self.agent_config)
 

@@ -110,11 +110,33 @@ class TrainerConfig:
     lr_schedule: Literal["constant", "cosine"] = "constant"
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm (> 0)."""
-    skip_zero_grad_steps: bool = False
+    skip_zero_grad_steps: bool = True
     """Take no optimizer step on a mini-batch whose gradient is exactly zero (every group
-    saturated, no KL or entropy term). AdamW would otherwise keep moving the weights along its
+    saturated, no KL or entropy term): neither the weights, AdamW's moments and step count nor
+    the LR schedule advance. AdamW would otherwise keep moving the weights along its
     momentum: after one real step, the next zero-gradient steps still move 67%, 52%, 42%, … of
-    a full step (β = 0.9, 0.999), on batches that carry no signal at all."""
+    a full step (β = 0.9, 0.999), on batches that carry no signal at all. (False before it
+    became the default: a checkpoint that lacks or disables it resumes with it off.)"""
+    dynamic_sampling: bool = False
+    """DAPO's dynamic sampling: leave out groups whose rewards (``informative_by``) are all
+    equal and roll out more tasks until ``tasks_per_step`` informative groups are collected
+    (the first ones, in draw order) or ``max_generation_rounds`` rounds were rolled out."""
+    max_generation_rounds: int = 3
+    """Generation rounds per step under dynamic sampling, the first included; with fewer
+    informative groups the step trains on those it has (none: no update)."""
+    informative_by: Literal["outcome", "reward"] = "outcome"
+    """Which reward must differ within a group for dynamic sampling to keep it: the outcome
+    (DAPO's accuracy filter; PRM-Lite still ranks episodes inside kept groups) or the total
+    reward (outcome + process_coef · PRM-Lite: any group with a non-zero advantage)."""
+    task_sampler: Literal["uniform", "frontier"] = "uniform"
+    """How training tasks are drawn: ``uniform`` (seeded epoch-wise permutations) or
+    ``frontier`` (weight max(p(1−p), frontier_floor) from each task's recent success rate p;
+    tasks never tried first) — ``agentgrpo.train.task_sampler``."""
+    frontier_floor: float = 0.05
+    """Smallest frontier weight (a task always solved or always failed; 1/4 is the largest),
+    so saturated tasks are still revisited now and then."""
+    frontier_ema: float = 0.5
+    """Weight of the newest group in a task's success-rate EMA (1 = only the latest group)."""
     task_splits: list[str] = field(default_factory=lambda: ["covered_seen", "uncovered_seen"])
     """Splits whose tasks are trained on (the seed trains on covered_seen + uncovered_seen)."""
     val_every: int = 0
@@ -160,6 +182,13 @@ class TrainerConfig:
             require(getattr(self, key) >= 0, f"trainer.{key}", getattr(self, key),
                     "must be >= 0" + (" (0 keeps every checkpoint)" if key == "keep_last" else ""))
         require(self.val_tasks >= 1, "trainer.val_tasks", self.val_tasks, "must be >= 1")
+        require(self.max_generation_rounds >= 1, "trainer.max_generation_rounds", self.max_generation_rounds,
+                "must be >= 1 (the first round included)")
+        require(not self.dynamic_sampling or self.group_size >= 2, "trainer.group_size", self.group_size,
+                "must be >= 2 with trainer.dynamic_sampling=true (a group of one never has differing rewards)")
+        require(0 <= self.frontier_floor <= 0.25, "trainer.frontier_floor", self.frontier_floor,
+                "must be in [0, 0.25] (p(1-p) is at most 0.25)")
+        require(0 < self.frontier_ema <= 1, "trainer.frontier_ema", self.frontier_ema, "must be in (0, 1]")
         require(self.val_temperature >= 0, "trainer.val_temperature", self.val_temperature, "must be >= 0")
         unknown = [s for s in self.task_splits if s not in SPLIT_NAMES]
         require(bool(self.task_splits) and not unknown, "trainer.task_splits", self.task_splits,

@@ -37,6 +37,14 @@ RESUME_MAY_CHANGE: tuple[str, ...] = (
 how long the run is, what is logged or saved, and how the same computation is executed,
 never what is computed."""
 
+CHANGED_DEFAULTS: dict[str, Any] = {
+    "trainer.skip_zero_grad_steps": False,  # skipping zero-gradient AdamW steps became the default
+}
+"""Keys whose schema default changed, with the value runs had before. A checkpoint that records
+that value (or lacks the key) keeps it on resume when the new config holds the new default
+(``keep_changed_defaults``), so the resumed run computes what the interrupted one did instead
+of being refused; a missing key is compared as that value, not as the new default."""
+
 
 
 class _Absent:
@@ -89,6 +97,8 @@ def config_differences(saved: dict[str, Any], new: dict[str, Any],
     did before it, so the resumed run computes the same thing.
     """
     old_flat, new_flat = _flatten(saved), _flatten(new)
+    for key, previous in CHANGED_DEFAULTS.items():
+        old_flat.setdefault(key, previous)
     default_flat = _flatten(defaults or {})
     may_change = list(RESUME_MAY_CHANGE)
     if "cosine" in (old_flat.get("trainer.lr_schedule"), new_flat.get("trainer.lr_schedule")):
@@ -101,6 +111,31 @@ def config_differences(saved: dict[str, Any], new: dict[str, Any],
         if old != value and not any(fnmatch.fnmatchcase(key, pattern) for pattern in may_change):
             differences[key] = (old, value)
     return differences
+
+
+def keep_changed_defaults(checkpoint: Path, config: Any, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Set each ``CHANGED_DEFAULTS`` key of ``config`` (a config object, changed in place) that holds
+    the schema's new default back to the checkpoint's value (the previous default where it lacks
+    the key); returns what was kept, and warns about it."""
+    saved = load_trainer_state(checkpoint).get("config")
+    if saved is None:
+        return {}
+    saved_flat, default_flat = _flatten(saved), _flatten(defaults)
+    kept = {}
+    for key, previous in CHANGED_DEFAULTS.items():
+        *path, name = key.split(".")
+        section = config
+        for part in path:
+            section = getattr(section, part)
+        old = saved_flat.get(key, previous)
+        if getattr(section, name) == default_flat.get(key) and old != getattr(section, name):
+            setattr(section, name, old)
+            kept[key] = old
+    if kept:
+        listed = ", ".join(f"{key}={value!r}" for key, value in kept.items())
+        warnings.warn(f"resuming {checkpoint} with the checkpoint's {listed} (the default has changed since; "
+                      "a new run_dir gets the new default)", stacklevel=2)
+    return kept
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -1,0 +1,198 @@
+"""Which training tasks a GRPO step rolls out (``trainer.task_sampler``): uniform or frontier.
+
+``uniform`` is the epoch-wise schedule (``TaskSchedule``): every task once per epoch, in a
+seeded order. ``frontier`` draws tasks with weight ``max(p(1−p), floor)`` from each task's
+recent success rate ``p`` (an EMA over the groups rolled out on it; a task never tried gets
+the largest weight, 1/4, as if p = 1/2): a task the policy always solves or always fails
+yields a group without outcome signal, a task at p = 1/2 the most (the learnability of
+Tzannetos et al. 2023 and of the "learning at the frontier" samplers of agentic RL).
+
+Both serve every generation round of a step (dynamic sampling asks for more tasks when
+groups were outcome-saturated: ``trainer.dynamic_sampling``): round 0 of ``uniform`` is the
+schedule's slice, as it has always been; later rounds draw uniformly among the tasks not yet
+drawn in the step. Every draw is seeded by ``derive_seed(kind, seed, step, round)`` and no
+random state is carried between draws, so the only state is the frontier's per-task
+statistics (and its pool): ``state_dict`` goes into each checkpoint's ``trainer_state.json``
+and a resumed run draws exactly what the uninterrupted one would have drawn.
+
+The pool is the training split; ``refill(step)`` (a ``TaskRefill``) may add fresh tasks at
+the start of each step — the hook for a domain that generates new training tasks. It must be
+a pure function of the step: a resumed run calls it again for the steps before the
+checkpoint to rebuild the same pool.
+"""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+from agentgrpo.config import ConfigError
+from agentgrpo.envs.types import Task
+
+SamplerKind = Literal["uniform", "frontier"]
+TaskRefill = Callable[[int], list[Task]]
+"""Fresh training tasks for a step (called once per step, before its first draw); a pure function of the step."""
+
+MAX_LEARNABILITY = 0.25
+"""p(1−p) at p = 1/2: the weight of a task never tried (an optimistic prior)."""
+
+
+def derive_seed(*parts: Any) -> int:
+    """A stable 63-bit seed from parts (Python's hash() is salted per process)."""
+    return random.Random(":".join(map(str, parts))).getrandbits(63)
+
+
+class TaskSchedule:
+    """Which tasks step s trains on: epoch-wise seeded permutations, a pure function of s."""
+
+    def __init__(self, tasks: list, tasks_per_step: int, seed: int):
+        if not tasks:
+            raise ValueError("no training tasks: check trainer.task_splits and env.splits")
+        self.tasks, self.k, self.seed = tasks, tasks_per_step, seed
+
+    def for_step(self, step: int) -> list:
+        n = len(self.tasks)
+        picked = []
+        for position in range(step * self.k, (step + 1) * self.k):
+            epoch, index = divmod(position, n)
+            order = list(range(n))
+            random.Random(derive_seed("tasks", self.seed, epoch)).shuffle(order)
+            picked.append(self.tasks[order[index]])
+        return picked
+
+
+class UniformSampler:
+    """``trainer.task_sampler=uniform``: the schedule's tasks in round 0, uniform draws after."""
+
+    def __init__(self, tasks: list[Task], tasks_per_step: int, seed: int):
+        self.schedule = TaskSchedule(tasks, tasks_per_step, seed)
+        self.tasks, self.k, self.seed = tasks, tasks_per_step, seed
+
+    def draw(self, step: int, generation_round: int, exclude: Iterable[str] = ()) -> list[Task]:
+        """``tasks_per_step`` tasks for one generation round of ``step``; later rounds avoid ``exclude`` (ids)."""
+        if generation_round == 0:
+            return self.schedule.for_step(step)
+        rng = random.Random(derive_seed("tasks", self.seed, step, generation_round))
+        return _fill(rng, self.tasks, self.k, set(exclude), key=lambda _: rng.random())
+
+    def observe(self, outcomes: dict[str, list[float]]) -> None:
+        """Nothing to learn: the uniform draws do not depend on results."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kind": "uniform"}
+
+    def load_state_dict(self, state: dict[str, Any], step: int) -> None:
+        """Nothing to restore: every draw is a function of (seed, step, round)."""
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+
+class FrontierSampler:
+    """``trainer.task_sampler=frontier``: tasks drawn with weight ``max(p(1−p), floor)``.
+
+    ``p`` of a task is an EMA of its groups' mean outcome (the first group sets it; then
+    ``p ← (1 − ema)·p + ema·mean``); a task never tried weighs ``MAX_LEARNABILITY``. A round
+    draws ``tasks_per_step`` distinct tasks without replacement (Efraimidis–Spirakis keys
+    ``u^(1/w)``), preferring tasks not yet drawn in the step.
+    """
+
+    def __init__(self, tasks: list[Task], tasks_per_step: int, seed: int, *, floor: float, ema: float,
+                 refill: TaskRefill | None = None):
+        if not tasks:
+            raise ValueError("no training tasks: check trainer.task_splits and env.splits")
+        self.k, self.seed, self.floor, self.ema, self.refill = tasks_per_step, seed, floor, ema, refill
+        self.pool: dict[str, Task] = {}
+        self._add(tasks)
+        self.stats: dict[str, tuple[float, int]] = {}  # task id → (success EMA p, groups observed)
+        self._refilled_through = -1
+
+    def _add(self, tasks: list[Task]) -> None:
+        for task in tasks:
+            known = self.pool.get(task.task_id)
+            if known is not None and known is not task:
+                raise ValueError(f"two training tasks share the id {task.task_id!r}: the frontier sampler keys its "
+                                 "statistics by task id")
+            self.pool[task.task_id] = task
+
+    def _refill_until(self, step: int) -> None:
+        """Call ``refill`` for every step up to ``step`` not yet refilled (in order)."""
+        while self.refill is not None and self._refilled_through < step:
+            self._refilled_through += 1
+            self._add(self.refill(self._refilled_through))
+
+    def weight(self, task_id: str) -> float:
+        """``max(p(1−p), floor)``; ``MAX_LEARNABILITY`` for a task never tried."""
+        if task_id not in self.stats:
+            return MAX_LEARNABILITY
+        p = self.stats[task_id][0]
+        return max(p * (1.0 - p), self.floor)
+
+    def weights(self) -> dict[str, float]:
+        return {task_id: self.weight(task_id) for task_id in self.pool}
+
+    def draw(self, step: int, generation_round: int, exclude: Iterable[str] = ()) -> list[Task]:
+        self._refill_until(step)
+        rng = random.Random(derive_seed("frontier", self.seed, step, generation_round))
+        # Efraimidis–Spirakis: the k largest u^(1/w) are a weighted draw without replacement
+        return _fill(rng, list(self.pool.values()), self.k, set(exclude),
+                     key=lambda task: rng.random() ** (1.0 / self.weight(task.task_id)))
+
+    def observe(self, outcomes: dict[str, list[float]]) -> None:
+        """Fold each group's outcomes (task id → the finite outcome rewards of its episodes) into p."""
+        for task_id, values in outcomes.items():
+            values = [v for v in values if math.isfinite(v)]
+            if not values:
+                continue
+            mean = statistics.fmean(values)
+            if task_id in self.stats:
+                p, n = self.stats[task_id]
+                self.stats[task_id] = ((1.0 - self.ema) * p + self.ema * mean, n + 1)
+            else:
+                self.stats[task_id] = (mean, 1)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kind": "frontier", "pool": list(self.pool),
+                "stats": {task_id: list(value) for task_id, value in self.stats.items()}}
+
+    def load_state_dict(self, state: dict[str, Any], step: int) -> None:
+        """Restore the statistics saved after ``step`` steps, rebuilding the pool by refilling up to it."""
+        self._refill_until(step - 1)
+        if state.get("kind") != "frontier":
+            raise ConfigError(f"trainer.task_sampler=frontier, but the checkpoint holds {state.get('kind')!r} "
+                              "sampler state: start a new run_dir")
+        if state["pool"] != list(self.pool):
+            raise ConfigError("trainer.task_sampler=frontier: the task pool differs from the checkpoint's "
+                              f"({len(state['pool'])} saved, {len(self.pool)} now): the refill must be a pure "
+                              "function of the step, and trainer.task_splits / env.splits unchanged")
+        self.stats = {task_id: (float(p), int(n)) for task_id, (p, n) in state["stats"].items()}
+
+    def metrics(self) -> dict[str, float]:
+        """``sampler/``: pool size, share never tried, share above the floor (the frontier), mean p of tried."""
+        weights = self.weights()
+        tried = [self.stats[task_id][0] for task_id in self.pool if task_id in self.stats]
+        return {"sampler/pool_tasks": float(len(self.pool)),
+                "sampler/untried_frac": 1.0 - len(tried) / len(self.pool),
+                "sampler/frontier_frac": sum(w > self.floor for w in weights.values()) / len(self.pool),
+                "sampler/success_mean": statistics.fmean(tried) if tried else math.nan}
+
+
+TaskSampler = UniformSampler | FrontierSampler
+
+
+def _fill(rng: random.Random, tasks: list[Task], k: int, exclude: set[str], key: Callable[[Task], float]) -> list[Task]:
+    """The ``k`` tasks with the largest ``key``, preferring those not in ``exclude``; when the pool
+    is smaller than ``k`` it is drawn again (a task may then have two groups in a step)."""
+    keys = [key(task) for task in tasks]  # one key per task, in pool order: a function of the rng alone
+    ranked = sorted(range(len(tasks)), key=lambda i: (tasks[i].task_id in exclude, -keys[i], i))
+    return [tasks[ranked[i % len(ranked)]] for i in range(k)]
+
+
+def make_task_sampler(kind: SamplerKind, tasks: list[Task], tasks_per_step: int, seed: int, *,
+                      floor: float = 0.05, ema: float = 0.5, refill: TaskRefill | None = None) -> TaskSampler:
+    """The sampler ``trainer.task_sampler`` names (``refill`` only matters to ``frontier``)."""
+    if kind == "frontier":
+        return FrontierSampler(tasks, tasks_per_step, seed, floor=floor, ema=ema, refill=refill)
+    return UniformSampler(tasks, tasks_per_step, seed)
