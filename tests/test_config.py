@@ -16,6 +16,7 @@ EXPECTED = {
     "joint": ("lata", None, 0.3, 0.0),
     "llds": ("grpo", None, 0.0, 0.2),
     "joint_llds": ("lata", None, 0.3, 0.2),
+    "joint_turn": ("lata", None, 0.3, 0.0),
 }
 
 
@@ -26,6 +27,7 @@ def test_every_experiment_is_a_few_values():
         assert config.experiment == name
         assert (config.algo.adv_estimator, config.algo.turn_discount_alpha) == (estimator, alpha)
         assert (config.reward.process_coef, config.algo.llds_coef) == (process, llds)
+        assert config.algo.turn_credit_coef == (0.3 if name == "joint_turn" else 0.0)
         # the seed's shared hyper-parameters
         assert (config.trainer.group_size, config.trainer.tasks_per_step) == (8, 4)
         assert (config.algo.clip_low, config.algo.kl_coef, config.algo.kl_kind) == (0.2, 0.01, "k3")

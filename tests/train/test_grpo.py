@@ -14,7 +14,7 @@ from agentgrpo.envs.types import Step
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
 
-EXPERIMENTS = ["vanilla", "turn_discount", "lata", "prm_lite", "joint", "llds", "joint_llds"]
+EXPERIMENTS = ["vanilla", "turn_discount", "lata", "prm_lite", "joint", "llds", "joint_llds", "joint_turn"]
 
 
 def fast_config(policy_dir, run_dir, *overrides: str) -> GRPOConfig:
