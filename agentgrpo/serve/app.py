@@ -4,34 +4,55 @@ A request's conversation is rendered exactly as the policy saw conversations in
 training: its system message is the policy text, to which ``ChatFormat`` adds the
 ``tools`` in our Hermes format (the checkpoint's ``prompt_style``); assistant
 ``tool_calls`` in the history become ``<tool_call>`` blocks, ``tool`` results keep their
-role. The reply is parsed back: one well-formed ``<tool_call>`` block becomes
-``tool_calls`` (``finish_reason: tool_calls``), anything else is ``content`` (as vLLM's
-``hermes`` parser does). Without ``tools`` the system message is used as it is and the
-reply is plain text (e.g. an LLM user). Streaming and ``n > 1`` are refused with 400.
+role. The reply is parsed back as vLLM's ``hermes`` parser does (serve/hermes.py): every
+well-formed block becomes one of ``tool_calls`` (``finish_reason: tool_calls``), whether
+or not its tool was offered or its arguments fit the schema; the client validates them.
+Without ``tools`` (or with ``tool_choice: none``) the reply is plain text, e.g. for an
+LLM user. ``stream: true`` answers with server-sent events as vLLM sends them: a first
+chunk with the role, content deltas as tokens arrive, each tool call as a chunk with its
+id and name and one with its arguments, a last chunk with ``finish_reason`` (then one
+with ``usage`` if ``stream_options.include_usage``), and ``data: [DONE]``. A body vLLM
+would refuse gets 400 with the reason (serve/request.py), never a 500.
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
+import traceback
 import uuid
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.format import message_text, strip_end_markers
 from agentgrpo.serve.generate import BatchGenerator, Generation, GenerationRequest
+from agentgrpo.serve.hermes import extract_tool_calls, streamable_prefix
+from agentgrpo.serve.request import ChatRequest, RequestError, read_request
+
+__all__ = ["Prepared", "RequestError", "ServedModel", "create_app"]
 
 
-class RequestError(Exception):
-    """A request the server refuses (HTTP ``status``, OpenAI-style error body)."""
+class TextWatcher:
+    """Decodes a row as it grows (in the generator's thread): stops it at a stop string, publishes it to a stream."""
 
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
+    def __init__(self, chat: ChatFormat, stop: list[str]):
+        self.chat, self.stop = chat, stop
+        self.publish: Callable[[str], None] | None = None
+
+    def __call__(self, tokens: list[int]) -> bool:
+        try:
+            text = self.chat.decode(tokens)
+            if self.publish is not None:
+                self.publish(text)
+            return any(s in text for s in self.stop)
+        except Exception:  # noqa: BLE001 - a failing watcher must not fail the whole batch
+            return False
 
 
 @dataclass
@@ -40,7 +61,12 @@ class Prepared:
 
     chat: ChatFormat
     request: GenerationRequest
-    parse_tools: bool
+    body: ChatRequest
+    watcher: TextWatcher | None
+
+    @property
+    def parse_tools(self) -> bool:
+        return self.body.parse_tools
 
 
 class ServedModel:
@@ -63,70 +89,114 @@ class ServedModel:
 
     def prepare(self, body: Any) -> Prepared:
         """Check a request body and turn it into a generation request (raises ``RequestError``)."""
-        if not isinstance(body, dict):
-            raise RequestError("the body must be a JSON object")
-        if body.get("model") not in (None, self.name):
-            raise RequestError(f"model {body.get('model')!r} is not served here; this server serves {self.name!r}",
+        checked = read_request(body)
+        if checked.model not in (None, self.name):
+            raise RequestError(f"model {checked.model[:80]!r} is not served here; this server serves {self.name!r}",
                                status=404)
-        if body.get("stream"):
-            raise RequestError("streaming is not supported by agentgrpo serve: send stream=false")
-        if body.get("n", 1) != 1:
-            raise RequestError("n must be 1")
-        messages, tools = body.get("messages"), body.get("tools") or []
-        if not isinstance(messages, list) or not messages or not all(
-                isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
-            raise RequestError("messages must be a non-empty list of objects with a role")
-        if not isinstance(tools, list) or not all(isinstance(t, dict) and "name" in (t.get("function") or t)
-                                                   for t in tools):
-            raise RequestError("tools must be a list of function tools")
+        messages, tools = checked.messages, checked.tools
         system = message_text(messages[0].get("content")) if messages[0]["role"] == "system" else None
         rest = messages[1:] if system is not None else messages
         chat = (ChatFormat(self.tokenizer, tools, system or "", prompt_style=self.prompt_style) if tools
                 else ChatFormat(self.tokenizer, [], "", system_prompt=system or ""))
         conversation = ([{"role": "system", "content": chat.system_prompt}] if tools or system is not None else [])
         prompt = chat.encode_prompt(conversation + chat.chat_messages(rest))
-        limit = next((body[k] for k in ("max_completion_tokens", "max_tokens") if body.get(k) is not None),
-                     self.max_new_tokens)
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise RequestError("max_tokens must be a positive integer")
-        limit = min(limit, self.max_new_tokens)
-        if self.context and len(prompt) + limit > self.context:
-            raise RequestError(f"the prompt has {len(prompt)} tokens; with max_tokens={limit} it exceeds the "
-                               f"model's context of {self.context}")
-        temperature, top_p, seed = body.get("temperature", 1.0), body.get("top_p", 1.0), body.get("seed")
-        if not isinstance(temperature, (int, float)) or temperature < 0:
-            raise RequestError("temperature must be a number >= 0")
-        if not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-            raise RequestError("top_p must be in (0, 1]")
-        if seed is not None and not isinstance(seed, int):
-            raise RequestError("seed must be an integer")
-        request = GenerationRequest(prompt, limit, list(chat.eos_token_ids), float(temperature), float(top_p), seed)
-        return Prepared(chat, request, parse_tools=bool(tools) and body.get("tool_choice") != "none")
+        room = self.context - len(prompt) if self.context else self.max_new_tokens
+        limit = min(checked.max_tokens or self.max_new_tokens, self.max_new_tokens)
+        if checked.max_tokens is None:
+            limit = min(limit, room)  # as vLLM: without max_tokens, what the context leaves
+        if limit > room or limit < 1:
+            raise RequestError(f"the prompt has {len(prompt)} tokens; with max_tokens={max(limit, 1)} it exceeds "
+                               f"the model's context of {self.context}")
+        watcher = TextWatcher(chat, checked.stop) if checked.stop or checked.stream else None
+        request = GenerationRequest(prompt, limit, list(chat.eos_token_ids), checked.temperature, checked.top_p,
+                                    checked.seed, on_token=watcher)
+        return Prepared(chat, request, checked, watcher)
+
+    def message(self, prepared: Prepared, generation: Generation) -> tuple[dict[str, Any], str]:
+        """The assistant message of a finished generation and its finish reason."""
+        chat, finish = prepared.chat, generation.finish_reason
+        text = strip_end_markers(chat.decode(generation.tokens), (chat.end_of_turn,))
+        cut = min((i for i in (text.find(s) for s in prepared.body.stop) if i >= 0), default=-1)
+        if cut >= 0:  # the stop string and what follows it are not part of the reply
+            text, finish = text[:cut].rstrip(), "stop"
+        content, calls = extract_tool_calls(text) if prepared.parse_tools else (text, [])
+        if not calls:
+            return {"role": "assistant", "content": text}, finish
+        tool_calls = [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                       "function": {"name": call.name, "arguments": call.arguments}} for call in calls]
+        return {"role": "assistant", "content": content, "tool_calls": tool_calls}, "tool_calls"
+
+    def usage(self, prepared: Prepared, generation: Generation) -> dict[str, int]:
+        prompt_tokens, completion_tokens = len(prepared.request.prompt), len(generation.tokens)
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens}
 
     def respond(self, prepared: Prepared, generation: Generation) -> dict[str, Any]:
         """The chat-completion body of a finished generation."""
-        chat = prepared.chat
-        text = strip_end_markers(chat.decode(generation.tokens), (chat.end_of_turn,))
-        message: dict[str, Any] = {"role": "assistant", "content": text}
-        finish = generation.finish_reason
-        if prepared.parse_tools:
-            parsed = chat.parse(text)
-            if parsed.kind == "tool":
-                call = {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                        "function": {"name": parsed.name, "arguments": json.dumps(parsed.arguments,
-                                                                                  ensure_ascii=False)}}
-                message = {"role": "assistant", "content": parsed.text or None, "tool_calls": [call]}
-                finish = "tool_calls"
-        prompt_tokens, completion_tokens = len(prepared.request.prompt), len(generation.tokens)
+        message, finish = self.message(prepared, generation)
         return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
                 "model": self.name, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                          "total_tokens": prompt_tokens + completion_tokens}}
+                "usage": self.usage(prepared, generation)}
 
-    async def complete(self, body: Any) -> dict[str, Any]:
-        prepared = self.prepare(body)
+    async def complete(self, prepared: Prepared) -> dict[str, Any]:
         generation = await asyncio.wrap_future(self.generator.submit(prepared.request))
         return self.respond(prepared, generation)
+
+    async def stream(self, prepared: Prepared) -> AsyncIterator[str]:
+        """Server-sent events of one completion (see the module docstring)."""
+        loop = asyncio.get_running_loop()
+        texts: asyncio.Queue[str | None] = asyncio.Queue()
+        assert prepared.watcher is not None
+        prepared.watcher.publish = lambda text: loop.call_soon_threadsafe(texts.put_nowait, text)
+        future = asyncio.wrap_future(self.generator.submit(prepared.request))
+        future.add_done_callback(lambda _: texts.put_nowait(None))  # after every published text
+        chunk = _ChunkWriter(self.name)
+        yield chunk({"role": "assistant", "content": ""})
+        held = [*prepared.body.stop, prepared.chat.end_of_turn]
+        sent = ""
+        while (text := await texts.get()) is not None:
+            safe = streamable_prefix(text, held, prepared.parse_tools)
+            if len(safe) > len(sent) and safe.startswith(sent):
+                yield chunk({"content": safe[len(sent):]})
+                sent = safe
+        try:
+            generation = await future
+        except Exception as e:  # noqa: BLE001 - the stream is open: report the failure in it
+            yield _event({"error": {"message": f"generation failed: {type(e).__name__}: {e}",
+                                    "type": "internal_server_error", "code": 500}})
+            yield "data: [DONE]\n\n"
+            return
+        message, finish = self.message(prepared, generation)
+        content = message["content"] or ""
+        if len(content) > len(sent) and content.startswith(sent):
+            yield chunk({"content": content[len(sent):]})
+        for index, call in enumerate(message.get("tool_calls", [])):
+            function = call["function"]
+            yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                         "function": {"name": function["name"], "arguments": ""}}]})
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": function["arguments"]}}]})
+        yield chunk({}, finish)
+        if prepared.body.include_usage:
+            yield _event({**chunk.head(), "choices": [], "usage": self.usage(prepared, generation)})
+        yield "data: [DONE]\n\n"
+
+
+class _ChunkWriter:
+    """``chat.completion.chunk`` events sharing one id and creation time."""
+
+    def __init__(self, model: str):
+        self.id, self.created, self.model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), model
+
+    def head(self) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model}
+
+    def __call__(self, delta: dict[str, Any], finish: str | None = None) -> str:
+        return _event({**self.head(), "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                                   "finish_reason": finish}]})
+
+
+def _event(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 def create_app(served: ServedModel) -> FastAPI:
@@ -134,7 +204,7 @@ def create_app(served: ServedModel) -> FastAPI:
     app = FastAPI(title="agentgrpo serve", docs_url=None, redoc_url=None)
 
     def error(status: int, message: str) -> JSONResponse:
-        kind = "not_found_error" if status == 404 else "invalid_request_error"
+        kind = {404: "not_found_error", 500: "internal_server_error"}.get(status, "invalid_request_error")
         return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
 
     @app.get("/health")
@@ -148,12 +218,18 @@ def create_app(served: ServedModel) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:
         try:
-            body = await request.json()
-        except ValueError:
+            body = json.loads(await request.body())
+        except (ValueError, RecursionError):
             return error(400, "the body is not valid JSON")
         try:
-            return await served.complete(body)
+            prepared = served.prepare(body)
+            if prepared.body.stream:
+                return StreamingResponse(served.stream(prepared), media_type="text/event-stream")
+            return await served.complete(prepared)
         except RequestError as e:
             return error(e.status, str(e))
+        except Exception as e:  # noqa: BLE001 - a bug, not the client's: say so in JSON, keep serving
+            traceback.print_exc(file=sys.stderr)
+            return error(500, f"internal error: {type(e).__name__}: {e}")
 
     return app

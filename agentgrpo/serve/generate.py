@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,9 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from agentgrpo.policy.device import autocast, model_device
+
+GREEDY_BELOW = 1e-5
+"""Temperatures under this decode greedily (as vLLM does): dividing by them overflows float32."""
 
 
 @dataclass
@@ -33,6 +37,8 @@ class GenerationRequest:
     top_p: float = 1.0
     seed: int | None = None
     """Seeds this row's sampler (None: a fresh random seed)."""
+    on_token: Callable[[list[int]], bool] | None = None
+    """Called in the worker with the tokens so far after each new one; True stops the row (a stop string)."""
     future: Future = field(default_factory=Future)
 
 
@@ -117,7 +123,9 @@ def generate_batch(model: Any, requests: list[GenerationRequest], pad_token_id: 
                     reasons[row] = "stop"
                     continue
                 out[row].append(token)
-                if len(out[row]) >= request.max_new_tokens:
+                if request.on_token is not None and request.on_token(out[row]):
+                    reasons[row] = "stop"
+                elif len(out[row]) >= request.max_new_tokens:
                     reasons[row] = "length"
             if all(reason is not None for reason in reasons):
                 break
@@ -131,9 +139,10 @@ def generate_batch(model: Any, requests: list[GenerationRequest], pad_token_id: 
 
 def _sample(logits: torch.Tensor, request: GenerationRequest, generator: torch.Generator) -> int:
     """One token from (V,) logits: argmax at temperature 0, else nucleus sampling on the CPU generator."""
-    if request.temperature <= 0:
+    if request.temperature < GREEDY_BELOW:
         return int(logits.argmax())
-    probs = torch.softmax(logits.float() / request.temperature, dim=-1).cpu()
+    logits = logits.float()
+    probs = torch.softmax((logits - logits.max()) / request.temperature, dim=-1).cpu()  # no inf/inf at small T
     if request.top_p < 1.0:
         sorted_probs, order = probs.sort(descending=True)
         drop = (sorted_probs.cumsum(0) - sorted_probs) >= request.top_p  # keep the first token always

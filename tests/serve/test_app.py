@@ -59,15 +59,39 @@ def test_without_tools_the_reply_is_plain_text(served):
     assert message == {"role": "assistant", "content": text}
 
 
-@pytest.mark.parametrize("body, status", [
-    ({"messages": "hi"}, 400), ({"messages": [{"role": "user", "content": "x"}], "temperature": -1}, 400),
-    ({"messages": [{"role": "user", "content": "x"}], "top_p": 0}, 400), ({"model": "gpt", "messages": []}, 404),
-    ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, 400),
+USER = {"role": "user", "content": "x"}
+
+
+@pytest.mark.parametrize("body, status, reason", [
+    ({"messages": "hi"}, 400, "messages must be"), ({"messages": [USER], "temperature": -1}, 400, "temperature"),
+    ({"messages": [USER], "temperature": float("nan")}, 400, "temperature"),
+    ({"messages": [USER], "top_p": 0}, 400, "top_p"), ({"model": "gpt", "messages": [USER]}, 404, "'gpt'"),
+    ({"messages": [USER], "max_tokens": 0}, 400, "max_tokens"), ({"messages": [USER], "n": 2}, 400, "n must be 1"),
+    ({"messages": [{"role": "robot", "content": "x"}]}, 400, "messages[0].role 'robot' is not one of"),
+    ({"messages": [{"role": "user", "content": 7}]}, 400, "messages[0].content must be a string"),
+    ({"messages": [{"role": "user", "content": None}]}, 400, "messages[0].content is required"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, 400,
+     "messages[0].content[0] has type 'image_url'"),
+    ({"messages": [USER, {"role": "assistant", "tool_calls": [{"function": {"name": 3}}]}]}, 400,
+     "messages[1].tool_calls[0].function.name"),
+    ({"messages": [{"role": "user", "content": "\ud800"}]}, 400, "lone surrogate"),  # json.loads makes these
+    ({"messages": [USER], "tools": [{"type": "function", "function": {"description": "no name"}}]}, 400,
+     "tools[0].function.name"),
+    ({"messages": [USER], "tool_choice": "required", "tools": [TOOL]}, 400, "not supported"),
+    ({"messages": [USER], "stream_options": {"include_usage": True}}, 400, "only allowed with stream=true"),
+    ({"messages": [USER], "seed": 2**70}, 400, "seed"), ({"messages": [USER], "stop": [1]}, 400, "stop"),
+    ({"messages": [USER], "logprobs": True}, 400, "logprobs"),
 ])
-def test_bad_requests_are_refused(served, body, status):
+def test_bad_requests_are_refused_with_the_reason(served, body, status, reason):
     with pytest.raises(RequestError) as info:
         served.prepare(body)
-    assert info.value.status == status
+    assert info.value.status == status and reason in str(info.value)
+
+
+def test_developer_role_and_text_parts_are_accepted(served):
+    prepared = served.prepare({"messages": [{"role": "developer", "content": "Be brief."},
+                                            {"role": "user", "content": [{"type": "text", "text": "Hi"}]}]})
+    assert "Be brief." in prepared.chat.decode(prepared.request.prompt)
 
 
 def test_a_batch_decodes_each_row_like_it_would_alone(served):
@@ -85,3 +109,16 @@ def test_a_batch_decodes_each_row_like_it_would_alone(served):
     assert [g.tokens for g in together] == [g.tokens for g in alone]
     seeded = [generate_batch(model, [request(prompts[0], 1.0, 11)], pad)[0].tokens for _ in range(2)]
     assert seeded[0] == seeded[1]
+
+
+def test_tiny_temperatures_sample_without_overflow(served):
+    """T=1e-272 (found by the fuzz test) decodes greedily; T=1e-4 samples from finite probabilities."""
+    prompt = served.prepare({"messages": [{"role": "user", "content": "Hi"}]}).request
+    model, pad = served.generator.model, served.generator.pad_token_id
+
+    def decode(temperature):
+        request = GenerationRequest(prompt.prompt, 5, prompt.stop_ids, temperature=temperature, seed=3)
+        return generate_batch(model, [request], pad)[0].tokens
+
+    assert decode(1e-272) == decode(0.0)
+    assert len(decode(1e-4)) > 0

@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers import SMALL_ENV_OVERRIDES
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from serving import ServeProcess
 
 from agentgrpo.cli import main
@@ -55,10 +57,69 @@ def test_models_completions_and_refusals(server):
     assert post(server, chat(temperature=0))[1]["choices"] == reply["choices"]  # greedy: the same answer
     seeded = [post(server, chat(temperature=1.0, seed=5))[1]["choices"][0]["message"] for _ in range(2)]
     assert seeded[0] == seeded[1]
-    for body, status in [(chat(stream=True), 400), (chat(n=2), 400), (b"{not json", 400),
+    for body, status in [(chat(n=2), 400), (b"{not json", 400), (b"[" * 100_000, 400),
                          (dict(chat(), model="other"), 404), ({"model": "tiny", "messages": []}, 400)]:
         code, error = post(server, body)
         assert code == status and error["error"]["message"]
+
+
+# ---- the request schema, fuzzed: every malformed body gets a 4xx with a reason, never a 500 ----------
+def _json() -> st.SearchStrategy:
+    text = st.text(max_size=12) | st.sampled_from(["\ud800", "a\udfffb", "<tool_call>", ""])
+    scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | text
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+                        max_leaves=6)
+
+
+ANY = _json()
+TEXT = st.text(max_size=20) | st.sampled_from(["\ud800", "Hi \udc00 there"])
+PART = st.fixed_dictionaries({"type": st.sampled_from(["text", "image_url"]) | ANY, "text": TEXT | ANY})
+CALL = st.fixed_dictionaries({}, optional={"id": TEXT | ANY, "type": st.just("function") | ANY, "function":
+                                           st.fixed_dictionaries({}, optional={"name": TEXT | ANY,
+                                                                               "arguments": TEXT | ANY}) | ANY})
+MESSAGE = st.fixed_dictionaries(
+    {"role": st.sampled_from(["system", "developer", "user", "assistant", "tool", "function", "robot"]) | ANY},
+    optional={"content": TEXT | st.none() | st.lists(PART, max_size=2) | ANY, "tool_calls": st.lists(CALL, max_size=2)
+              | ANY, "name": TEXT | ANY, "tool_call_id": TEXT | ANY})
+FUNCTION = st.fixed_dictionaries({}, optional={"name": TEXT | ANY, "description": TEXT | ANY, "parameters": st.just(
+    TOOL["function"]["parameters"]) | st.fixed_dictionaries({}, optional={"properties": ANY}) | ANY})
+TOOLS = st.lists(st.just(TOOL) | st.fixed_dictionaries({}, optional={"type": st.just("function") | ANY,
+                                                                       "function": FUNCTION | ANY}), max_size=2)
+FIELDS = {
+    "model": st.just("tiny") | ANY, "messages": st.lists(MESSAGE, max_size=3) | ANY, "tools": TOOLS | ANY,
+    "tool_choice": st.sampled_from(["auto", "none", "required"]) | ANY, "stream": st.booleans() | ANY,
+    "stream_options": st.fixed_dictionaries({}, optional={"include_usage": st.booleans() | ANY}) | ANY,
+    "temperature": st.floats() | ANY, "top_p": st.floats() | ANY, "seed": ANY,
+    "max_tokens": st.integers(-2, 4) | ANY, "max_completion_tokens": st.integers(-2, 4) | ANY,
+    "n": st.integers(-1, 2) | ANY, "stop": TEXT | st.lists(TEXT, max_size=2) | ANY,
+    "logprobs": ANY, "response_format": ANY, "presence_penalty": ANY,
+}
+VALID = st.fixed_dictionaries(  # well-formed requests, so the fuzz also covers generation and streaming
+    {"model": st.just("tiny"), "messages": st.lists(st.fixed_dictionaries({
+        "role": st.sampled_from(["system", "developer", "user", "assistant", "tool"]),
+        "content": st.text(max_size=20)}), min_size=1, max_size=3)},
+    optional={"tools": st.lists(st.just(TOOL), max_size=2), "tool_choice": st.sampled_from(["auto", "none"]),
+              "stream": st.booleans(), "temperature": st.floats(0, 2), "top_p": st.floats(0.05, 1),
+              "seed": st.integers(0, 2**63 - 1), "max_tokens": st.integers(1, 4),
+              "stop": st.lists(st.text(max_size=3), max_size=2)})
+ONE_FIELD_WRONG = st.tuples(VALID, st.sampled_from(sorted(FIELDS)).flatmap(lambda k: st.tuples(st.just(k), FIELDS[k]))
+                            ).map(lambda pair: {**pair[0], pair[1][0]: pair[1][1]})
+BODY = VALID | ONE_FIELD_WRONG | st.fixed_dictionaries({}, optional=FIELDS)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(body=BODY | ANY | st.binary(max_size=40))
+def test_no_request_body_gets_a_server_error(server, body):
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()  # NaN and \ud800 escapes included
+    reply = httpx.post(f"{server.url}/chat/completions", content=content, timeout=120)
+    assert reply.status_code in (200, 400, 404), (reply.status_code, reply.text[:500])
+    event(f"HTTP {reply.status_code}{' stream' if 'event-stream' in reply.headers['content-type'] else ''}")
+    if reply.status_code != 200:
+        assert reply.json()["error"]["message"]
+    elif reply.headers["content-type"].startswith("text/event-stream"):
+        assert reply.text.endswith("data: [DONE]\n\n") and '"error"' not in reply.text
+    else:
+        assert reply.json()["choices"][0]["message"]["role"] == "assistant"
 
 
 def test_concurrent_requests_are_all_answered(server):
