@@ -89,8 +89,12 @@ def test_llds_that_can_never_act_is_rejected():
     single = ["experiment=llds", "trainer.mini_batch_size=32", "trainer.ppo_epochs=1"]
     with pytest.raises(ConfigError, match=r"algo\.llds_coef.*trainer\.ppo_epochs.*trainer\.mini_batch_size"):
         load_config(GRPOConfig, single, defaults="grpo.yaml")
-    for fix in ("trainer.ppo_epochs=2", "trainer.old_logprobs=rollout", "algo.llds_coef=0"):
+    for fix in ("trainer.ppo_epochs=2", "algo.llds_coef=0"):
         load_config(GRPOConfig, [*single, fix], defaults="grpo.yaml")
+    # the sampler's log-probs are another numeric path: LLDS would not be 0 on unchanged weights
+    with pytest.raises(ConfigError, match=r"^algo\.llds_coef=0\.2 with trainer\.old_logprobs=rollout"):
+        load_config(GRPOConfig, ["experiment=llds", "trainer.old_logprobs=rollout"], defaults="grpo.yaml")
+    load_config(GRPOConfig, ["experiment=joint", "trainer.old_logprobs=rollout"], defaults="grpo.yaml")
     assert load_config(GRPOConfig, ["experiment=llds"], defaults="grpo.yaml").llds_active
 
 

@@ -230,7 +230,12 @@ class GRPOConfig:
                 f"trainer.val_every={t.val_every} needs validation tasks but env.splits.validation="
                 f"{self.env.splits.validation}: set env.splits.validation (on τ-bench it holds tasks out of "
                 "env.splits.uncovered_seen), or trainer.val_every=0")
-        if self.algo.llds_coef > 0 and self.updates_per_rollout == 1 and t.old_logprobs == "recompute":
+        if self.algo.llds_coef > 0 and t.old_logprobs == "rollout":
+            raise ConfigError(
+                f"algo.llds_coef={self.algo.llds_coef} with trainer.old_logprobs=rollout: the sampler's log-probs "
+                "come from another numeric path, so LLDS would penalise that mismatch (never 0 on unchanged "
+                "weights); set trainer.old_logprobs=recompute (or algo.llds_coef=0)")
+        if self.algo.llds_coef > 0 and self.updates_per_rollout == 1:
             raise ConfigError(
                 f"algo.llds_coef={self.algo.llds_coef} never acts: with trainer.ppo_epochs={t.ppo_epochs} and "
                 f"trainer.mini_batch_size={t.mini_batch_size} (= tasks_per_step × group_size) there is one update "
