@@ -203,7 +203,7 @@ def preflight_sft(config: SFTConfig) -> None:
     check_policy_source(config.policy.init, "policy.init", "set policy to a preset, a checkpoint directory or a "
                         "Hub id", allow_built=True)
     check_training_policy(config.policy)
-    check_trackers_installed(config.trackers, "trackers")
+    check_trackers_installed(config.logging.trackers, "logging.trackers")
 
 
 def preflight_grpo(config: GRPOConfig, *, check_init: bool = True) -> None:

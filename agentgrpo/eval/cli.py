@@ -77,9 +77,22 @@ def run(args: argparse.Namespace) -> int:
     print(report.to_markdown())
     resumed = f" ({report.resumed} finished episodes kept from the earlier run)" if args.resume else ""
     print(f"written to {config.out_dir}/ (eval.json, eval.md, transcripts.jsonl){resumed}")
+    _log_to_trackers(config, report)
     if baseline is not None:
         diff = compare_evals(report, baseline, names=(report.policy, str(baseline.get("policy", args.compare_to))))
         (Path(config.out_dir) / "compare.json").write_text(json.dumps(diff.to_dict(), indent=2))
         (Path(config.out_dir) / "compare.md").write_text(diff.to_markdown())
         print(diff.to_markdown())
     return 0
+
+
+def _log_to_trackers(config, report) -> None:
+    """The summary's figures (``eval/pass^k/1``, ``eval/ci/...``) to ``logging.trackers``: one W&B run each."""
+    from pathlib import Path
+
+    from agentgrpo.config import to_dict
+    from agentgrpo.train.tracking import flat_numbers, log_summary
+
+    label = "-".join(Path(str(report.policy)).parts[-2:]) or "policy"  # runs/grpo/final -> grpo-final
+    log_summary(config.out_dir, config.logging, flat_numbers(report.metrics, "eval/"),
+                run_name=f"eval-{label}-seed{config.seed}", group="eval", config=to_dict(config))

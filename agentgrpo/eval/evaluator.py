@@ -41,6 +41,7 @@ from agentgrpo.envs.airline.factory import (
 from agentgrpo.eval.summary import summarize
 from agentgrpo.policy.settings import EvalPolicyConfig
 from agentgrpo.rollout.engine import RolloutConfig
+from agentgrpo.train.tracking import TrackingConfig
 
 if TYPE_CHECKING:
     from agentgrpo.eval.tasks import EvalTask
@@ -102,6 +103,8 @@ class EvalConfig:
     """Keep each episode's messages in transcripts.jsonl (the metrics' fields are always kept)."""
     progress: bool = True
     """A progress bar with the finished/aborted counts and the time left."""
+    logging: TrackingConfig = field(default_factory=TrackingConfig)
+    """Trackers that also get the summary (``logging.trackers=[wandb]``), as in sft and train."""
 
     def __post_init__(self) -> None:
         if isinstance(self.policy, str):  # EvalConfig(policy="oracle") from Python, like policy=oracle on the CLI

@@ -24,8 +24,10 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agentgrpo.config import DataError
+from agentgrpo.train.progress import progress_bar
 
 FINAL_MARKER = "agentgrpo.json"
 """Written last into a model directory (``final/``): its presence means the run finished."""
@@ -73,12 +75,21 @@ def eval_job(policy: Path, out_dir: Path, name: str, overrides: list[str], needs
     return Job(name, command, out_dir / "eval.json", needs)
 
 
-def run_jobs(jobs: list[Job], parallel: int, log_dir: Path, report: Callable[[str], None] = print) -> list[str]:
+def run_jobs(jobs: list[Job], parallel: int, log_dir: Path, report: Callable[[str], None] | None = None,
+             progress: bool = True) -> list[str]:
     """Run the unfinished jobs, ``parallel`` at a time, each once its ``needs`` are done.
 
     Returns the names of the jobs that failed (their logs say why); jobs that need a
-    failed one are not started. Output of each job goes to ``log_dir/<name>.log``.
+    failed one are not started. Output of each job goes to ``log_dir/<name>.log``. A
+    progress bar counts the jobs to run, with the time left at the rate so far; ``report``
+    gets each started / finished line (default: printed above the bar).
     """
+    finished = {job.name for job in jobs if job.done}
+    with progress_bar(len(jobs) - len(finished), "ablate jobs", enabled=progress) as bar:
+        return _run_graph(jobs, parallel, log_dir, report or bar.write, bar)
+
+
+def _run_graph(jobs: list[Job], parallel: int, log_dir: Path, report: Callable[[str], None], bar: Any) -> list[str]:
     by_name = {job.name: job for job in jobs}
     unknown = {need for job in jobs for need in job.needs} - set(by_name)
     if unknown:
@@ -96,6 +107,7 @@ def run_jobs(jobs: list[Job], parallel: int, log_dir: Path, report: Callable[[st
                 todo.remove(job)
                 failed.append(job.name)
                 report(f"  skipped {job.name}: it needs a failed job")
+                bar.update(1, failed=len(failed))
             ready = [job for job in todo if all(need in finished for need in job.needs)]
             for job in ready[: parallel - len(running)]:
                 todo.remove(job)
@@ -115,6 +127,7 @@ def run_jobs(jobs: list[Job], parallel: int, log_dir: Path, report: Callable[[st
                     failed.append(job.name)
                 report(f"  {'finished' if ok else 'FAILED'} {job.name} in {seconds:.0f} s"
                        + ("" if ok else f" (log: {log_path(job, log_dir)})"))
+                bar.update(1, running=len(running), failed=len(failed))
     return failed
 
 

@@ -110,8 +110,9 @@ class GRPOTrainer:
             self.sampler.load_state_dict(state.get("task_sampler", {"kind": "uniform"}), self.start_step)
         else:
             (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
-        self.tracker = make_tracker(self.run_dir, cfg.logging.trackers, run_name=cfg.experiment,
-                                    config=to_dict(cfg), resume_from_step=self.start_step if resume else None)
+        self.tracker = make_tracker(self.run_dir, cfg.logging.trackers, run_name=f"{cfg.experiment}-seed{cfg.seed}",
+                                    group=cfg.experiment, project=cfg.logging.project, config=to_dict(cfg),
+                                    resume_from_step=self.start_step if resume else None)
 
     def _resume_checkpoint(self, force: bool) -> Path | None:
         """The latest checkpoint, once its config is checked against ours (``--force`` skips)."""

@@ -15,7 +15,7 @@ from agentgrpo.config import ConfigError, require
 from agentgrpo.envs.airline.factory import SPLIT_NAMES, EnvConfig
 from agentgrpo.policy.settings import PolicyConfig
 from agentgrpo.rollout.engine import RolloutConfig
-from agentgrpo.train.tracking import check_trackers
+from agentgrpo.train.tracking import TrackingConfig
 
 LENGTH_DIVIDING_AGGS = ("token-mean", "seq-mean-token-mean")
 """Aggregations that divide by the response length: with an estimator whose advantage
@@ -196,15 +196,11 @@ class TrainerConfig:
 
 
 @dataclass
-class LoggingConfig:
-    trackers: list[str] = field(default_factory=list)
-    """Extra metric backends besides JSONL: tensorboard, wandb, swanlab (offline-safe)."""
-    project: str = "agentgrpo"
+class LoggingConfig(TrackingConfig):
+    """Trackers and project as in sft and eval (``TrackingConfig``), and the progress bar."""
+
     progress: bool = True
     """Show a progress bar with the key numbers."""
-
-    def __post_init__(self) -> None:
-        check_trackers(self.trackers, "logging.trackers")
 
 
 @dataclass

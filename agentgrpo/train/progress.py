@@ -18,6 +18,13 @@ class _Bar:
                 self._bar.set_postfix(postfix, refresh=False)
             self._bar.update(n)
 
+    def write(self, message: str) -> None:
+        """Print a line above the bar (or plainly without one)."""
+        if self._bar is not None:
+            self._bar.write(message)
+        else:
+            print(message, flush=True)
+
 
 @contextlib.contextmanager
 def progress_bar(total: int, description: str, enabled: bool = True, initial: int = 0) -> Iterator[_Bar]:

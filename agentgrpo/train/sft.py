@@ -36,7 +36,7 @@ from agentgrpo.policy.settings import SFTPolicyConfig
 from agentgrpo.policy.tokenizer import domain_corpus
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 from agentgrpo.train.progress import progress_bar
-from agentgrpo.train.tracking import check_trackers, make_tracker
+from agentgrpo.train.tracking import TrackingConfig, make_tracker
 
 
 @dataclass
@@ -101,14 +101,13 @@ class SFTConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     data: SFTDataConfig = field(default_factory=SFTDataConfig)
     trainer: SFTTrainerConfig = field(default_factory=SFTTrainerConfig)
-    trackers: list[str] = field(default_factory=list)
-    """Extra metric backends besides JSONL: tensorboard, wandb, swanlab (offline-safe)."""
+    logging: TrackingConfig = field(default_factory=TrackingConfig)
+    """Metric backends besides JSONL (``logging.trackers=[tensorboard,wandb]``) and their project, as in train."""
     progress: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.policy, str):  # SFTConfig(policy="tiny") from Python, like policy=tiny on the command line
             self.policy = SFTPolicyConfig(init=self.policy)
-        check_trackers(self.trackers, "trackers")
 
 
 @dataclass
@@ -229,7 +228,8 @@ def _fit(config: SFTConfig, model: torch.nn.Module, examples: list[SFTExample], 
     total = cfg.epochs * steps_per_epoch
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     scheduler = make_scheduler(optimizer, total, int(cfg.warmup_ratio * total), "cosine", cfg.min_lr_ratio)
-    tracker = make_tracker(run_dir, config.trackers, run_name=run_dir.name, config=to_dict(config))
+    tracker = make_tracker(run_dir, config.logging.trackers, run_name=f"sft-seed{config.seed}", group="sft",
+                           project=config.logging.project, config=to_dict(config))
     order_rng = random.Random(config.seed)
     forward = PolicyForward(model, compile=cfg.compile, autocast=config.policy.autocast)
     model.train()
