@@ -11,7 +11,7 @@ pytestmark = pytest.mark.trl
 
 from datasets import Dataset  # noqa: E402
 
-from agentgrpo.algos import get_advantage_estimator, llds_loss, policy_loss  # noqa: E402
+from agentgrpo.algos import get_advantage_estimator, llds_loss, policy_loss, preserve_token_count  # noqa: E402
 from agentgrpo.integrations.trl import (  # noqa: E402
     AgentGRPOConfig,
     AgentGRPOTrainer,
@@ -128,7 +128,8 @@ def test_two_steps_with_lata_and_llds_match_algos(tmp_path, tiny, bundle):
     assert torch.equal(generated["advantages"], expected_adv)
 
     # each step's loss: PPO-clip + λ·LLDS on the batch it saw, one optimizer step = ROWS rows;
-    # LLDS is a token mean over the generation batch's preserve set, per optimizer step
+    # LLDS is a token mean over that optimizer step's own preserve set (exact, not a share of
+    # the generation batch's)
     assert len(trainer.steps) == len(trainer.logps) == 2
     llds_values = []
     for (inputs, loss), logps in zip(trainer.steps, trainer.logps, strict=False):
@@ -140,8 +141,9 @@ def test_two_steps_with_lata_and_llds_match_algos(tmp_path, tiny, bundle):
         pg, _ = policy_loss(
             logps, old, adv, step_mask, 0.2, 0.2, agg="seq-mean-token-sum", num_seqs=ROWS
         )
-        preserve = inputs["num_preserve_tokens"] / 2  # steps_per_generation = 2
-        assert 0 < preserve <= step_mask.sum() * 2
+        preserve = inputs["window_num_preserve_tokens"]
+        assert preserve == preserve_token_count(adv, step_mask) > 0  # one micro-batch per step
+        assert inputs["window_num_tokens"] == step_mask.sum()
         llds, _ = llds_loss(logps, old, adv, step_mask, "action", num_tokens=preserve)
         assert torch.allclose(loss, pg + LLDS_COEF * llds, rtol=1e-6, atol=1e-7)
         llds_values.append(float(llds))

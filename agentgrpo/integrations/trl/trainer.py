@@ -20,6 +20,13 @@ LLDS compares the current log-probs with those of the policy that sampled the ba
 it needs TRL to keep ``old_per_token_logps``: ``steps_per_generation`` or
 ``num_iterations`` > 1 (not a multiple of ``gradient_accumulation_steps``). Otherwise TRL
 treats the batch as on-policy and LLDS is exactly 0 (a warning says so).
+
+KL and LLDS are token means over each optimizer step's mini-batch, as in the native
+trainer: once TRL has shuffled and split a generation batch, the exact token and
+preserve-set counts of every accumulation window (all processes) are attached to its
+micro-batches. So ``steps_per_generation`` must be a multiple of
+``gradient_accumulation_steps`` when ``beta`` or ``llds_coef`` is non-zero (a window may
+not span two generation batches).
 """
 
 from __future__ import annotations
@@ -132,6 +139,14 @@ class AgentGRPOConfig(GRPOConfig):
             )
         if self.llds_coef < 0:
             raise ValueError(f"llds_coef must be >= 0, got {self.llds_coef}")
+        if (self.llds_coef or self.beta) and (
+            self.steps_per_generation % self.gradient_accumulation_steps
+        ):
+            raise ValueError(
+                f"steps_per_generation={self.steps_per_generation} is not a multiple of "
+                f"gradient_accumulation_steps={self.gradient_accumulation_steps}: an optimizer "
+                "step would span two generation batches, and KL/LLDS need its exact token counts"
+            )
 
     def _check_unsupported(self) -> None:
         """TRL options our loss does not implement: refuse them rather than ignore them."""
@@ -172,6 +187,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         if not isinstance(self.args, AgentGRPOConfig):
             raise TypeError("AgentGRPOTrainer needs args=AgentGRPOConfig(...)")
         self._rewards_per_func: torch.Tensor | None = None
+        self._counted_buffer: list[dict[str, Any]] | None = None
         generate_every = self.args.steps_per_generation * self.num_iterations
         if self.args.llds_coef and self.args.gradient_accumulation_steps % generate_every == 0:
             warnings.warn(
@@ -241,20 +257,52 @@ class AgentGRPOTrainer(GRPOTrainer):
         ).sum()
         return token_adv
 
+    def _prepare_inputs(self, generation_batch):
+        inputs = super()._prepare_inputs(generation_batch)
+        if self.model.training and self._buffered_inputs is not self._counted_buffer:
+            self.count_windows(self._buffered_inputs)
+            self._counted_buffer = self._buffered_inputs
+        return inputs
+
+    def count_windows(self, micro_batches: list[dict[str, Any]]) -> None:
+        """Attach to each micro-batch the token and preserve-set counts of its optimizer step
+        (``gradient_accumulation_steps`` consecutive micro-batches, summed over processes):
+        the exact denominators of KL and LLDS."""
+        steps = self.args.gradient_accumulation_steps
+        for start in range(0, len(micro_batches), steps):
+            window = micro_batches[start : start + steps]
+            local = torch.zeros(2, device=self.accelerator.device)
+            for batch in window:
+                mask = self.loss_mask(batch)
+                local[0] += mask.sum()
+                local[1] += preserve_token_count(batch["advantages"], mask)
+            total = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0)
+            for batch in window:
+                batch["window_num_tokens"], batch["window_num_preserve_tokens"] = total[0], total[1]
+
     # ---- loss -----------------------------------------------------------------------------
     def loss_denominators(self, inputs: dict[str, Any], mask: torch.Tensor) -> dict[str, Any]:
         """``grpo_objective`` denominators for one micro-batch, so the optimizer step sees the
         mean over its whole accumulation window (TRL turns Trainer's own loss scaling off).
 
         Sequences: this micro-batch's rows × accumulation steps (TRL's ``grpo`` scaling);
-        tokens and preserve-set tokens: the generation batch's counts, per process, scaled to
-        one accumulation window (TRL's ``dapo`` normaliser); horizon: ``max_completion_length``.
+        tokens and preserve-set tokens: the window's exact counts (``count_windows``) per
+        process, as DDP averages the processes' gradients; horizon: ``max_completion_length``.
+        Outside training (or for inputs not prepared by ``_prepare_inputs``) the generation
+        batch's counts, scaled to one window as TRL's ``dapo`` normaliser does.
         """
         train = self.model.training
         accumulation = self.current_gradient_accumulation_steps if train else 1
-        window = self.accelerator.num_processes
-        if train:
-            window = window * self.args.steps_per_generation / accumulation
+        processes = self.accelerator.num_processes
+        if train and "window_num_tokens" in inputs:
+            tokens, preserve = inputs["window_num_tokens"], inputs["window_num_preserve_tokens"]
+            return {
+                "num_tokens": tokens.clamp(min=1.0) / processes,
+                "num_preserve_tokens": preserve / processes,
+                "num_seqs": mask.shape[0] * accumulation,
+                "horizon": self.max_completion_length,
+            }
+        window = processes * (self.args.steps_per_generation / accumulation if train else 1)
         preserve = inputs.get("num_preserve_tokens")
         return {
             "num_tokens": inputs["num_items_in_batch"].clamp(min=1.0) / window,
