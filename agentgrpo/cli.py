@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sft": ("agentgrpo.train.cli:register_sft", "SFT warm-up on the oracle's transcripts"),
     "train": ("agentgrpo.train.cli:register_train", "GRPO training with any variant (experiment=...)"),
     "eval": ("agentgrpo.eval.cli", "pass^k evaluation of a checkpoint, the oracle or an endpoint"),
+    "tau-bench": ("agentgrpo.eval.tau_bench_cli", "score, compare and regrade τ-bench results files; export ours"),
     "serve": ("agentgrpo.serve.cli", "OpenAI-compatible server of a checkpoint or Hub model"),
     "ablate": ("agentgrpo.jobs.ablate", "every variant × seeds: table with CIs, plots, diagnoses"),
     "diagnose": ("agentgrpo.diagnose", "collapse signatures in a GRPO run's metrics.jsonl"),

@@ -22,6 +22,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="output directory (eval.json, eval.md, transcripts.jsonl)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the finished episodes of --out's transcripts.jsonl and play only the others")
+    parser.add_argument("--force", action="store_true",
+                        help="evaluate into an --out that already holds files, replacing its evaluation files "
+                             "(without --resume or --force such a directory is refused)")
+    parser.add_argument("--format", choices=["tau-bench"], action="append", default=[],
+                        help="also write the transcripts as τ-bench's results file (tau_bench_results.json: "
+                             "[{task_id, reward, info, traj, trial}], aborted episodes as reward 0)")
     parser.add_argument("--compare-to", metavar="DIR",
                         help="an earlier evaluation (its out_dir) of the same tasks, trials and seed: write the "
                              "paired difference (this − that) with 95%% intervals to compare.md / compare.json")
@@ -61,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agentgrpo.eval.compare import compare_evals, load_eval
     from agentgrpo.eval.evaluator import evaluate
+    from agentgrpo.eval.provenance import check_out_dir
     from agentgrpo.preflight import preflight_eval
 
     overrides = list(args.overrides)
@@ -71,13 +78,20 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(to_yaml(config))
         return 0
+    if not args.force:  # refused before any check that costs time; --force clears it in evaluate()
+        check_out_dir(config.out_dir, resume=args.resume)
     preflight_eval(config)
     baseline = load_eval(args.compare_to) if args.compare_to else None  # a wrong path fails before any episode
-    report = evaluate(config, resume=args.resume)
+    report = evaluate(config, resume=args.resume, force=args.force)
     print(report.to_markdown())
     resumed = f" ({report.resumed} finished episodes kept from the earlier run)" if args.resume else ""
     print(f"written to {config.out_dir}/ (eval.json, eval.md, transcripts.jsonl){resumed}")
     _log_to_trackers(config, report)
+    if "tau-bench" in args.format:
+        from agentgrpo.eval.tau_bench_io import export_eval_dir
+
+        path, count = export_eval_dir(config.out_dir)
+        print(f"τ-bench results: {path} ({count} records)")
     if baseline is not None:
         diff = compare_evals(report, baseline, names=(report.policy, str(baseline.get("policy", args.compare_to))))
         (Path(config.out_dir) / "compare.json").write_text(json.dumps(diff.to_dict(), indent=2))

@@ -85,16 +85,18 @@ def load_eval(source: EvalSource) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def compare_evals(a: EvalSource, b: EvalSource, *, names: tuple[str, str] | None = None) -> Comparison:
+def compare_evals(a: EvalSource, b: EvalSource, *, names: tuple[str, str] | None = None,
+                  require_user_seeds: bool = True) -> Comparison:
     """``a − b`` on pass^1 overall, on write tasks, per split, on train and on Generalization.
 
     Raises ``PairingError`` unless both evaluated the same tasks (same ids and splits) with
     the same trials and the same user seed for every trial, and kept every trial (an
-    aborted episode must be resumed first).
+    aborted episode must be resumed first). ``require_user_seeds=False`` pairs runs that did
+    not record their user seeds (τ-bench results files) by task and trial alone.
     """
     ra, rb = load_eval(a), load_eval(b)
     names = names or (str(ra.get("policy", "a")), str(rb.get("policy", "b")))
-    rows_a, rows_b = paired_rows(ra, rb, names)
+    rows_a, rows_b = paired_rows(ra, rb, names, require_user_seeds)
     pa = {t: task_pass1(r) for t, r in rows_a.items()}
     pb = {t: task_pass1(r) for t, r in rows_b.items()}
     rows = list(rows_a.values())
@@ -117,8 +119,8 @@ def compare_evals(a: EvalSource, b: EvalSource, *, names: tuple[str, str] | None
     )
 
 
-def paired_rows(ra: Mapping[str, Any], rb: Mapping[str, Any],
-                names: tuple[str, str] = ("a", "b")) -> tuple[dict[str, Mapping], dict[str, Mapping]]:
+def paired_rows(ra: Mapping[str, Any], rb: Mapping[str, Any], names: tuple[str, str] = ("a", "b"),
+                require_user_seeds: bool = True) -> tuple[dict[str, Mapping], dict[str, Mapping]]:
     """Per-task rows (``eval.json``'s ``per_task``) of both, keyed by task id, after checking
     that they pair up (raises ``PairingError`` naming what differs; ``names`` label the two)."""
     a, b = names
@@ -144,7 +146,7 @@ def paired_rows(ra: Mapping[str, Any], rb: Mapping[str, Any],
             raise PairingError(f"not paired: task {task_id} finished trials {row.get('trials')} for {a} but "
                                f"{other.get('trials')} for {b}; `agentgrpo eval --resume` the one with aborted "
                                "episodes")
-        if row["user_seeds"] != other["user_seeds"] or None in row["user_seeds"]:
+        if require_user_seeds and (row["user_seeds"] != other["user_seeds"] or None in row["user_seeds"]):
             raise PairingError(f"not paired: task {task_id} had user seeds {row['user_seeds']} for {a} but "
                                f"{other['user_seeds']} for {b}")
     return rows_a, rows_b

@@ -93,6 +93,10 @@ class EvalConfig:
     validation worlds 2·10^9 + 10^4·s + w, so neither meets a training world (env.seed < 10^9)."""
     trials: int = 4
     """Trials per task (n of pass^k); each with a differently seeded user."""
+    task_ids: list[str] | None = None
+    """Evaluate only these tasks of ``splits`` (τ-bench's ``--task-ids``; ids as ``agentgrpo env
+    tasks`` lists them, τ-bench's are its indices "0".."49"); null = every task. A task keeps
+    the user seeds it has in the full run, so the subset pairs with it."""
     rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(temperature=0.0))
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     max_batch: int = 256
@@ -124,6 +128,8 @@ class EvalConfig:
             require(self.env.seed < HELDOUT_SEED_BASE["test"], "env.seed", self.env.seed,
                     f"must be < {HELDOUT_SEED_BASE['test']} with tasks_per_split > 0 (held-out worlds' seeds start "
                     "there)")
+        require(self.task_ids is None or len(self.task_ids) > 0, "task_ids", self.task_ids,
+                "must be a non-empty list of task ids, or null for every task")
         require(0 <= self.heldout_seed < 100_000, "heldout_seed", self.heldout_seed, "must be in [0, 100000)")
         require(self.max_batch >= 1, "max_batch", self.max_batch, "must be >= 1 (episodes rolled out together)")
         require(self.concurrency >= 1, "concurrency", self.concurrency, "must be >= 1 (episodes at once)")
@@ -181,6 +187,9 @@ class EvalReport:
     task_set: dict[str, Any] = field(default_factory=dict)
     """Where the tasks came from: ``source`` (env / heldout), ``tasks_per_split``, ``heldout_seed``,
     ``worlds`` (seeds of the held-out worlds used) and ``families`` (each split's)."""
+    provenance: dict[str, Any] = field(default_factory=dict)
+    """What ran (``agentgrpo.eval.provenance``): policy (path, or endpoint model and base URL),
+    user, agentgrpo version and git commit, package versions, UTC date, resolved config."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -206,20 +215,26 @@ class EvalReport:
         return report_markdown(self)
 
 
-def evaluate(config: EvalConfig, bundle: EnvBundle | None = None, resume: bool = False) -> EvalReport:
+def evaluate(config: EvalConfig, bundle: EnvBundle | None = None, resume: bool = False,
+             force: bool = False) -> EvalReport:
     """Run ``config.policy`` on every task of ``config.splits``; write and return the report.
 
     ``bundle``: the training environment (``build_env(config.env)`` when not given).
     ``resume``: keep the finished episodes of ``out_dir/transcripts.jsonl`` (an earlier,
     interrupted run of the same config) and play only the others.
+    ``force``: evaluate into an ``out_dir`` that already holds files (its evaluation files
+    are replaced); without it, or ``resume``, such a directory is refused (``ConfigError``).
     """
+    from agentgrpo.eval.provenance import check_out_dir, provenance
     from agentgrpo.eval.runner import EpisodeLog, episode_jobs, run_jobs
-    from agentgrpo.eval.tasks import eval_tasks
+    from agentgrpo.eval.tasks import eval_tasks, select_tasks
 
+    check_out_dir(config.out_dir, resume=resume, force=force)
     start = time.perf_counter()
     bundle = bundle or build_env(config.env)
-    tasks = eval_tasks(config, bundle)
-    jobs = episode_jobs(config, tasks)
+    all_tasks = eval_tasks(config, bundle)
+    jobs = episode_jobs(config, all_tasks)
+    tasks = select_tasks(all_tasks, config.task_ids)
     log = EpisodeLog(config, jobs, resume=resume)
     records = run_jobs(config, jobs, log)
     log.finish(records)
@@ -229,7 +244,7 @@ def evaluate(config: EvalConfig, bundle: EnvBundle | None = None, resume: bool =
     report = EvalReport(config.policy.init, config.trials, config.rollout.temperature, split_sizes, metrics,
                         per_task, time.perf_counter() - start, resumed=log.resumed,
                         episodes_run=len(records) - log.resumed, seed=config.seed,
-                        task_set=_task_set(config, bundle, tasks))
+                        task_set=_task_set(config, bundle, tasks), provenance=provenance(config))
     out = Path(config.out_dir)
     (out / "eval.json").write_text(json.dumps(report.to_dict(), indent=2))
     (out / "eval.md").write_text(report.to_markdown())
@@ -238,12 +253,13 @@ def evaluate(config: EvalConfig, bundle: EnvBundle | None = None, resume: bool =
 
 def _task_set(config: EvalConfig, bundle: EnvBundle, tasks: list[EvalTask]) -> dict[str, Any]:
     """``EvalReport.task_set``: where the evaluated tasks came from."""
+    selected = {"task_ids": list(config.task_ids)} if config.task_ids else {}
     if config.tasks_per_split == 0:
-        return {"source": "env", "env_seed": config.env.seed, "env_source": config.env.source}
+        return {"source": "env", "env_seed": config.env.seed, "env_source": config.env.source, **selected}
     families = split_families(bundle)
     worlds = sorted({t.bundle.world_seed for t in tasks if t.bundle.world_seed is not None})
     return {"source": "heldout", "tasks_per_split": config.tasks_per_split, "heldout_seed": config.heldout_seed,
-            "worlds": worlds, "families": {s: families[s] for s in config.splits}}
+            "worlds": worlds, "families": {s: families[s] for s in config.splits}, **selected}
 
 
 def user_seed(config: EvalConfig, task_index: int, trial: int) -> int:

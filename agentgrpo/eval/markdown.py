@@ -62,6 +62,11 @@ def report_markdown(report: EvalReport) -> str:
         f"| aborted episodes | {m['aborted']} | |",
         "",
     ]
+    tau_bench = m.get("tau_bench_pass^k") or {}
+    if tau_bench:
+        shown = ", ".join(f"pass^{k} {v:.3f}" for k, v in tau_bench.items())
+        lines += [f"Aborted episodes: {m['aborted']}, left out of every figure above. τ-bench counts an episode "
+                  f"that crashed as a failure; counted that way: {shown}.", ""]
     floors = m.get("do_nothing_floor_by_split") or {}
     if floors:
         lines += ["Do-nothing floor by split: " + ", ".join(f"{s} {v:.3f}" for s, v in floors.items()) + ".", ""]

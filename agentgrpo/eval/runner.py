@@ -64,8 +64,12 @@ class EpisodeJob:
 
 
 def episode_jobs(config: EvalConfig, tasks: list[EvalTask]) -> list[EpisodeJob]:
+    """Every trial of every task (of ``config.task_ids`` when set); a task's user seeds come from
+    its position in ``tasks``, so a selection plays the episodes the full run would."""
+    wanted = set(config.task_ids) if config.task_ids else None
     return [EpisodeJob(i, t.split, t.task, trial, t.bundle, user_seed(config, i, trial))
-            for i, t in enumerate(tasks) for trial in range(config.trials)]
+            for i, t in enumerate(tasks) if wanted is None or t.task.task_id in wanted
+            for trial in range(config.trials)]
 
 
 class EpisodeLog:
@@ -80,7 +84,7 @@ class EpisodeLog:
         if resume:
             _check_resume_config(self.out / CONFIG_FILE, to_dict(config))
             wanted = {job.key for job in jobs}
-            self.finished = {r.key: r for r in _read_records(self.path) if not r.aborted and r.key in wanted}
+            self.finished = {r.key: r for r in read_records(self.path) if not r.aborted and r.key in wanted}
         self.resumed = len(self.finished)
         (self.out / CONFIG_FILE).write_text(to_yaml(config))
         self._rewrite(list(self.finished.values()))
@@ -114,7 +118,7 @@ def _record_line(record: EpisodeRecord, save_messages: bool) -> str:
     return json.dumps(data) + "\n"
 
 
-def _read_records(path: Path) -> list[EpisodeRecord]:
+def read_records(path: Path) -> list[EpisodeRecord]:
     """The records of a log; a line cut short by a kill (the last one) is skipped."""
     if not path.is_file():
         return []

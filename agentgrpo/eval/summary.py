@@ -37,13 +37,16 @@ def summarize(records: list[EpisodeRecord], trials: int, split_sizes: dict[str, 
               facts: Mapping[str, TaskFacts] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Metrics and per-task rows from episode records (tests call it directly).
 
-    Aborted episodes are left out of everything but ``metrics["aborted"]``; pass^k and
-    pass@k are over the tasks with at least k finished trials (``pass^k_tasks[k]``).
+    Aborted episodes are left out of everything but ``metrics["aborted"]`` and
+    ``tau_bench_pass^k`` (τ-bench's count: an episode that crashed is a failure, so every
+    task keeps its n trials); pass^k and pass@k are over the tasks with at least k finished
+    trials (``pass^k_tasks[k]``).
     ``facts`` (task id → ``TaskFacts``) gives the do-nothing floor and the write tasks;
     without it those figures are None.
     """
     finished = [r for r in records if not r.aborted]
     per_task = task_rows(finished, facts)
+    counted = aborted_as_failures(records)
 
     def pass1(rows: list[dict]) -> float:
         return pass_hat_k([r["successes"] for r in rows], 1) if rows else 0.0
@@ -61,6 +64,8 @@ def summarize(records: list[EpisodeRecord], trials: int, split_sizes: dict[str, 
         "pass^k": {k: pass_hat_k(at_least(k), k) for k in range(1, trials + 1)},
         "pass@k": {k: pass_at_k(at_least(k), k) for k in range(1, trials + 1)},
         "pass^k_tasks": {k: len(at_least(k)) for k in range(1, trials + 1)},
+        "tau_bench_pass^k": {k: pass_hat_k(counted, k) for k in range(1, trials + 1)
+                             if all(len(t) >= k for t in counted)},
         "pass^1_by_split": by_split,
         "pass^1_by_family": {f: pass1([t for t in per_task if t["family"] == f]) for f in families},
         "generalization": generalization(by_split, split_sizes),
@@ -77,7 +82,17 @@ def summarize(records: list[EpisodeRecord], trials: int, split_sizes: dict[str, 
         "tasks": len({r.task_id for r in records}),
     }
     metrics["ci"] = intervals(per_task, trials, split_sizes, list(by_split))
+    metrics["ci"]["tau_bench_pass^k"] = {k: bootstrap_mean([task_pass_hat_k(t, k) for t in counted]).to_dict()
+                                         for k in metrics["tau_bench_pass^k"]}
     return metrics, per_task
+
+
+def aborted_as_failures(records: list[EpisodeRecord]) -> list[list[bool]]:
+    """Each task's trial outcomes with aborted episodes counted as failures (τ-bench's rule)."""
+    by_task: dict[str, list[bool]] = {}
+    for record in records:
+        by_task.setdefault(record.task_id, []).append(not record.aborted and record.reward == 1.0)
+    return list(by_task.values())
 
 
 def task_rows(finished: list[EpisodeRecord], facts: Mapping[str, TaskFacts] | None) -> list[dict[str, Any]]:

@@ -75,3 +75,17 @@ def eval_tasks(config: EvalConfig, bundle: EnvBundle | None = None) -> list[Eval
                           "(with env.splits' default 16/24 every family is trained on, so unseen is empty); "
                           "add covered_seen/uncovered_seen, or train on fewer families")
     return tasks
+
+
+def select_tasks(tasks: list[EvalTask], task_ids: list[str] | None) -> list[EvalTask]:
+    """The tasks whose ids are in ``task_ids`` (all of them for None), in evaluation order;
+    an id that is not among ``tasks`` is a ConfigError naming it and a few valid ones."""
+    if not task_ids:
+        return tasks
+    known = [t.task.task_id for t in tasks]
+    unknown = [i for i in task_ids if i not in set(known)]
+    if unknown:
+        raise ConfigError(f"task_ids: {unknown[:5]} not among the {len(known)} tasks of the evaluated splits "
+                          f"(e.g. {known[:5]}); `agentgrpo env tasks` lists them")
+    wanted = set(task_ids)
+    return [t for t in tasks if t.task.task_id in wanted]

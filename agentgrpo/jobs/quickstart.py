@@ -85,7 +85,7 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
     for name, checkpoint in (("sft", sft_final), ("grpo", grpo_final)):
         config = load_config(EvalConfig, [*stage["eval"], f"policy={checkpoint}", f"out_dir={out / ('eval_' + name)}"],
                              defaults="eval.yaml")
-        reports[name] = evaluate(config)
+        reports[name] = evaluate(config, force=True)  # the pipeline's own directory, rewritten on a rerun
     timings["eval_seconds"] = time.perf_counter() - clock
     paired = compare_evals(reports["grpo"], reports["sft"], names=(f"GRPO ({experiment})", "SFT"))
 
