@@ -39,6 +39,15 @@ def test_training_curves_png(tmp_path):
     assert out.stat().st_size > 10_000
 
 
+def test_a_panel_falls_back_to_its_second_metric():
+    from agentgrpo.report.plots import _series
+
+    records = [{"step": 1, "algo/lld_action_rate": 0.2}, {"step": 2, "algo/lld_action_rate": 0.1}]
+    assert _series(records, "algo/lld_rate|algo/lld_action_rate") == [(1, 0.2), (2, 0.1)]
+    assert _series([*records, {"step": 3, "algo/lld_rate": 0.5}], "algo/lld_rate|algo/lld_action_rate") == [(3, 0.5)]
+    assert _series(records, "algo/lld_rate") == []
+
+
 def with_ci(m, floor, write):
     """``metrics`` plus what an evaluation now carries: intervals, the floor, write-task pass^1."""
     m = dict(m, do_nothing_floor=floor, **{"write_pass^1": write})

@@ -13,12 +13,18 @@ from agentgrpo.train.tracking import read_metrics  # noqa: E402
 
 DEFAULT_PANELS = (
     ("reward/outcome_mean", "outcome reward (train rollouts)"),
-    ("algo/saturated_group_frac", "saturated groups (all-0 / all-1)"),
+    # outcomes, not the total reward: PRM-Lite's process score almost never ties, so the
+    # estimator's algo/saturated_group_frac reads ~0 for joint while most outcome groups are saturated
+    ("reward/outcome_saturated_group_frac", "outcome-saturated groups (all fail / all succeed)"),
+    ("rollout/informative_groups", "informative groups trained on"),
+    ("algo/skipped_step_frac", "optimizer steps skipped (zero gradient)"),
     ("rollout/response_tokens_mean", "response tokens per trajectory"),
     ("rollout/error_rate", "error rate"),
     ("loss/entropy", "entropy"),
-    ("algo/lld_rate", "LLD rate"),
+    # the after-step pass (trainer.lld_diagnostic), else the in-update share, logged by every update
+    ("algo/lld_rate|algo/lld_action_rate", "LLD rate (after the step | within its updates)"),
 )
+"""(metric, title) per panel; ``a|b`` plots ``a`` where a run logged it, else ``b``."""
 
 
 def plot_training_curves(
@@ -34,7 +40,7 @@ def plot_training_curves(
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.0 * rows), squeeze=False)
     for ax, (key, title) in zip(axes.flat, panels):
         for label, recs in records.items():
-            points = [(r["step"], r[key]) for r in recs if r.get(key) is not None]
+            points = _series(recs, key)
             if points:
                 steps, values = zip(*points)
                 ax.plot(steps, _moving_average(values, smooth), label=label, linewidth=1.5)
@@ -57,6 +63,15 @@ def save_figure(fig: plt.Figure, out_png: str | Path) -> Path:
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def _series(records: list[dict], key: str) -> list[tuple[int, float]]:
+    """(step, value) of the first of ``key``'s ``|``-separated metrics the run logged."""
+    for name in key.split("|"):
+        points = [(r["step"], r[name]) for r in records if r.get(name) is not None]
+        if points:
+            return points
+    return []
 
 
 def _moving_average(values: Sequence[float], window: int) -> list[float]:

@@ -1,10 +1,11 @@
 """The GRPO trainer for multi-turn tool agents (every variant of DESIGN.md §1).
 
-One step reads top to bottom in ``GRPOTrainer.train``: sample tasks → roll out a group
-of G trajectories per task → score them (outcome, plus PRM-Lite when
+One step reads top to bottom in ``GRPOTrainer.train``: sample tasks (``trainer.task_sampler``)
+→ roll out a group of G trajectories per task → score them (outcome, plus PRM-Lite when
 ``reward.process_coef > 0``) → leave out episodes without a usable reward (non-finite, or
 aborted by an LLM user's server that failed for good; a group left with fewer than two is
-skipped: ``drop_unusable``) → advantages and token weights (a named estimator from
+skipped: ``drop_unusable``) → with ``trainer.dynamic_sampling``, leave out groups without
+signal and repeat on new tasks (``sample_groups``) → advantages and token weights (a named estimator from
 ``agentgrpo.algos``) → old/reference log-probs → ``ppo_epochs`` × mini-batches of
 updates on ``agentgrpo.algos.grpo_objective`` (``L_pg + β·KL + λ·L_LLDS − c_H·H``) → LLD
 diagnostics → log → validate / checkpoint. The variant is entirely in the config; nothing
@@ -16,8 +17,9 @@ micro-batches, in the same mode, with dropout off (``agentgrpo.train.step_plan``
 unchanged weights new == old bit for bit — LLDS is exactly 0 on the first mini-batch and
 the LLD rate is 0 when nothing was learned.
 
-Everything random is derived from ``(seed, step)`` (task order, user simulators,
-sampling, mini-batch shuffles), so a run resumed from a checkpoint repeats exactly
+Everything random is derived from ``(seed, step)`` and the generation round (task order,
+user simulators, sampling, mini-batch shuffles); the frontier sampler's statistics are
+saved in each checkpoint, so a run resumed from a checkpoint repeats exactly
 what the uninterrupted run would have done.
 """
 from __future__ import annotations
@@ -31,7 +33,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -154,7 +155,8 @@ class GRPOTrainer:
                     metrics.update(self.validate(step))
                 self.tracker.log(metrics, step + 1)
                 bar.update(1, reward=f"{metrics['reward/outcome_mean']:.2f}",
-                           sat=f"{metrics.get('algo/saturated_group_frac', 0):.2f}")
+                           sat=f"{metrics.get('reward/outcome_saturated_group_frac', 0):.2f}",
+                           informative=f"{metrics['rollout/informative_groups']:.0f}")
                 if t.save_every and (step + 1) % t.save_every == 0 and step + 1 < t.steps:
                     self.save(step + 1)
         self.save(t.steps)

@@ -98,7 +98,8 @@ def config_differences(saved: dict[str, Any], new: dict[str, Any],
     """
     old_flat, new_flat = _flatten(saved), _flatten(new)
     for key, previous in CHANGED_DEFAULTS.items():
-        old_flat.setdefault(key, previous)
+        if key in new_flat:
+            old_flat.setdefault(key, previous)
     default_flat = _flatten(defaults or {})
     may_change = list(RESUME_MAY_CHANGE)
     if "cosine" in (old_flat.get("trainer.lr_schedule"), new_flat.get("trainer.lr_schedule")):

@@ -99,10 +99,14 @@ def test_a_mini_batch_without_signal_moves_the_weights_only_through_adams_moment
     trainer.compute_old_logprobs(batch, plan)
     assert trainer.update(batch, plan)["algo/skipped_step_frac"] == 0.0  # real steps: Adam's momentum is set
     before = [p.detach().clone() for p in trainer.model.parameters()]
+    adam_steps = {int(state["step"]) for state in trainer.optimizer.state.values()}
     batch.advantages.zero_()  # every group saturated: no signal
     batch.seq_advantages.zero_()
     update = trainer._mini_batch_update(batch, plan.mini_batches[0])
     assert update["algo/grad_norm"] == 0.0 and update["algo/skipped_step_frac"] == float(skip)
+    # skipped: AdamW's step count (its bias correction) does not advance either
+    assert {int(state["step"]) for state in trainer.optimizer.state.values()} == (
+        adam_steps if skip else {n + 1 for n in adam_steps})
     moved = [not torch.equal(b, p) for b, p in zip(before, trainer.model.parameters())]
     # AdamW without the skip: every parameter that had a gradient moves again on a zero gradient
     assert (not any(moved)) if skip else sum(moved) > len(moved) // 2

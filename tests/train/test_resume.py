@@ -180,6 +180,27 @@ def test_allow_list_and_cosine_horizon():
     assert list(config_differences(added, saved, defaults={"algo": {"new_knob": 1}})) == ["algo.new_knob"]  # removed
 
 
+def test_a_changed_default_resumes_old_checkpoints_with_their_value(tmp_path):
+    from agentgrpo.config import to_dict
+    from agentgrpo.train.resume import keep_changed_defaults
+
+    old = to_dict(GRPOConfig())
+    del old["trainer"]["skip_zero_grad_steps"]  # written before the key existed: AdamW stepped on zero gradients
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"step": 1, "config": old}))
+    config = GRPOConfig()
+    assert config.trainer.skip_zero_grad_steps  # the default now
+    # as the schema's default the absent key would look unchanged, yet the old run did not skip
+    assert config_differences(old, to_dict(config), defaults=to_dict(GRPOConfig())) == {
+        "trainer.skip_zero_grad_steps": (False, True)}
+    with pytest.warns(UserWarning, match="skip_zero_grad_steps=False"):
+        assert keep_changed_defaults(tmp_path, config, to_dict(GRPOConfig())) == {"trainer.skip_zero_grad_steps": False}
+    assert not config.trainer.skip_zero_grad_steps
+    assert check_resume_config(tmp_path, tmp_path, to_dict(config), defaults=to_dict(GRPOConfig())) == {}
+    recorded = {**old, "trainer": {**old["trainer"], "skip_zero_grad_steps": True}}
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"step": 1, "config": recorded}))
+    assert keep_changed_defaults(tmp_path, GRPOConfig(), to_dict(GRPOConfig())) == {}  # already the new value
+
+
 # ------------------------------------------------------------------ checkpoint files
 @pytest.fixture(scope="module")
 def tiny_policy(tiny_policy_dir):
