@@ -62,7 +62,7 @@ from agentgrpo.train.progress import progress_bar
 from agentgrpo.train.resume import check_resume_config, keep_changed_defaults
 from agentgrpo.train.rollout_metrics import rollout_metrics
 from agentgrpo.train.step_plan import UpdatePlan, disable_dropout, logprob_change, plan_updates
-from agentgrpo.train.task_sampler import derive_seed, make_task_sampler
+from agentgrpo.train.task_sampler import TaskRefill, derive_seed, make_task_sampler
 from agentgrpo.train.tracking import make_tracker
 
 
@@ -75,7 +75,10 @@ class StepOutput:
 class GRPOTrainer:
     """Holds the model, optimizer, environment and engine; ``train()`` runs the loop."""
 
-    def __init__(self, config: GRPOConfig, resume: bool = False, force: bool = False):
+    def __init__(self, config: GRPOConfig, resume: bool = False, force: bool = False,
+                 task_refill: TaskRefill | None = None):
+        """``task_refill(step)``: fresh training tasks for the frontier sampler's pool (a domain that
+        generates tasks; a pure function of the step). Without it the pool is the training split."""
         self.config = cfg = config
         self.run_dir = Path(cfg.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -84,7 +87,7 @@ class GRPOTrainer:
         self.train_tasks = self.bundle.tasks(cfg.trainer.task_splits)
         t = cfg.trainer
         self.sampler = make_task_sampler(t.task_sampler, self.train_tasks, t.tasks_per_step, cfg.seed,
-                                         floor=t.frontier_floor, ema=t.frontier_ema)
+                                         floor=t.frontier_floor, ema=t.frontier_ema, refill=task_refill)
         dtype = getattr(torch, cfg.policy.dtype)
         checkpoint = self._resume_checkpoint(force) if resume else None
         self.model, self.tokenizer = load_for_training(cfg.policy, checkpoint / "model" if checkpoint else None)

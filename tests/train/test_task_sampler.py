@@ -109,3 +109,17 @@ def test_a_resumed_frontier_run_draws_and_learns_exactly_what_the_uninterrupted_
     drop_perf = [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in a]
     assert drop_perf == [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in b]
     assert all("sampler/untried_frac" in r and r["rollout/generation_rounds"] >= 1 for r in a)
+
+
+def test_the_trainer_passes_a_refill_to_the_frontier_pool(tiny_policy_dir, tmp_path):
+    fresh: list[Task] = []
+
+    def refill(step: int) -> list[Task]:  # a domain that generates tasks: here the unseen split's
+        return fresh if step == 0 else []
+
+    trainer = GRPOTrainer(frontier_config(tiny_policy_dir, tmp_path, 1), task_refill=refill)
+    fresh.extend(trainer.bundle.tasks(["unseen"]))
+    assert not {t.task_id for t in fresh} & set(trainer.sampler.pool)
+    trainer.sampler.draw(0, 0)
+    assert {t.task_id for t in fresh} <= set(trainer.sampler.pool)
+    assert trainer.sampler.metrics()["sampler/pool_tasks"] == len(trainer.train_tasks) + len(fresh)
