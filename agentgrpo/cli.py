@@ -24,7 +24,7 @@ from agentgrpo.config import AgentGRPOError
 # subcommand -> (module that registers it, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "quickstart": ("agentgrpo.jobs.quickstart", "the whole pipeline on the embedded default (CPU, offline)"),
-    "env": ("agentgrpo.envs.airline.cli", "inspect, play and solve airline tasks"),
+    "env": ("agentgrpo.envs.cli", "inspect, play and solve airline tasks"),
     "sft": ("agentgrpo.train.cli:register_sft", "SFT warm-up on the oracle's transcripts"),
     "train": ("agentgrpo.train.cli:register_train", "GRPO training with any variant (experiment=...)"),
     "eval": ("agentgrpo.eval.cli", "pass^k evaluation of a checkpoint, the oracle or an endpoint"),

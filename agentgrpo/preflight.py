@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from agentgrpo.config import ConfigError, DataError, EndpointError, MissingFileError
 
 if TYPE_CHECKING:
-    from agentgrpo.envs.airline.factory import EnvConfig
+    from agentgrpo.envs.config import EnvConfig
     from agentgrpo.eval.evaluator import EvalConfig
     from agentgrpo.policy.settings import PolicyConfig
     from agentgrpo.train.grpo_config import GRPOConfig
@@ -188,11 +188,10 @@ def check_prm_weights(path: str, key: str = "reward.prm_weights") -> None:
 
 # ---- per job ----------------------------------------------------------------------------
 def preflight_env(config: EnvConfig, prefix: str = "env.") -> None:
-    """τ-bench data directory complete; the LLM user's server reachable."""
-    if config.source == "tau_bench":
-        from agentgrpo.envs.airline.core.tau_bench import check_tau_bench_dir
+    """The domain's data complete (e.g. a τ-bench data directory); the LLM user's server reachable."""
+    from agentgrpo.envs.registry import check_data
 
-        check_tau_bench_dir(config.data_dir, f"{prefix}data_dir:")
+    check_data(config, prefix)
     if config.user.kind == "llm":
         check_endpoint(config.user.base_url, f"{prefix}user.base_url")
         check_served_model(config.user.base_url, config.user.model, f"{prefix}user.model")

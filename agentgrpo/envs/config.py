@@ -15,7 +15,7 @@ from typing import Literal
 
 from agentgrpo.config import require
 from agentgrpo.endpoint import RequestConfig
-from agentgrpo.envs.registry import get_domain
+from agentgrpo.envs.registry import DEFAULT_DOMAIN, get_domain
 
 DEFAULT_VALIDATION = {"generated": 8, "tau_bench": 0}
 """Validation tasks when ``splits.validation`` is null: 8 generated ones; none on τ-bench,
@@ -82,7 +82,7 @@ class UserConfig:
 
 @dataclass
 class EnvConfig:
-    domain: str = "airline"
+    domain: str = DEFAULT_DOMAIN
     """Environment family (``agentgrpo.envs.registry.domain_names()``): its tools, policy, tasks and grader."""
     source: Literal["generated", "tau_bench"] = "generated"
     """Task source: a seeded generated world (offline default) or a τ-bench-format directory."""

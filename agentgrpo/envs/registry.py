@@ -38,11 +38,14 @@ TRAIN_SPLITS = ("covered_seen", "uncovered_seen")
 VALIDATION_SPLIT = "validation"
 """Tasks of the training families that no job trains on, for every choice (checkpoint,
 step, hyper-parameters); never the test split."""
+DEFAULT_DOMAIN = "airline"
+"""The domain of a config that names none (``env.domain``'s default)."""
 DOMAIN_KEY = "env.domain"
 """The config key that names the domain (in error messages)."""
 
 BUILTIN_DOMAINS: dict[str, str] = {
     "airline": "agentgrpo.envs.airline.spec:AIRLINE",
+    "toy": "agentgrpo.envs.toy.spec:TOY",
 }
 """Domains shipped with the package: name -> ``"module:attr"``, the attribute a
 :class:`Domain` or a zero-argument callable returning one (imported on first use)."""
@@ -142,7 +145,11 @@ class Domain(Protocol):
     """An environment family a job trains and evaluates on (``env.domain``).
 
     Every method is deterministic given its arguments: the same config builds the same
-    tasks, the same ``user_seed`` plays the same scripted user.
+    tasks, the same ``user_seed`` plays the same scripted user. Three optional methods check
+    a config before any work: ``check_config(env_config)`` (the domain's own keys, from
+    ``EnvConfig.__post_init__``), ``check_heldout(env_config, tasks_per_split)`` (an
+    evaluation that draws held-out tasks) and ``check_data(env_config, prefix)`` (the files
+    a job will read exist: the jobs' preflight).
     """
 
     name: str
@@ -246,6 +253,22 @@ def build_heldout(config: EnvConfig, split_names: Sequence[str], tasks_per_split
 def split_families(config: EnvConfig, bundle: EnvBundle) -> dict[str, list[str]]:
     """The families of each split of ``bundle``, a build of ``config`` (``Domain.split_families``)."""
     return get_domain(config.domain).split_families(bundle)
+
+
+def check_heldout(config: EnvConfig, tasks_per_split: int) -> None:
+    """A ConfigError naming the key if the configured domain cannot draw ``tasks_per_split``
+    held-out tasks per split (its optional ``check_heldout``; nothing to check at 0)."""
+    check = getattr(get_domain(config.domain), "check_heldout", None)
+    if tasks_per_split and check is not None:
+        check(config, tasks_per_split)
+
+
+def check_data(config: EnvConfig, prefix: str = "env.") -> None:
+    """The files the configured domain will read exist (its optional ``check_data``); the
+    error names the key under ``prefix``."""
+    check = getattr(get_domain(config.domain), "check_data", None)
+    if check is not None:
+        check(config, prefix)
 
 
 def domain_oracle(config: EnvConfig, bundle: EnvBundle, task: Task) -> Agent:

@@ -1,4 +1,4 @@
-"""Domain-agnostic environment types: actions, tasks, step results and steps.
+"""Domain-agnostic environment types: actions, tasks, grades, step results and steps.
 
 These are the small dataclasses the environment layer exchanges with the agent,
 rollout and evaluation layers. No torch here (environment code never imports it), and
@@ -93,6 +93,23 @@ class Task:
             "split": self.split,
             "scenario": scenario,
         }
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """The outcome of grading one episode, τ-bench's way (database hash and required outputs).
+
+    reward: 1.0 iff ``db_match`` and every output was found, else 0.0.
+    db_match: the episode's database hash equals the gold hash.
+    outputs_found: for each required output, whether some reply contained it.
+    db_hash / gold_hash: the two hashes compared.
+    """
+
+    reward: float
+    db_match: bool
+    outputs_found: dict[str, bool] = field(default_factory=dict)
+    db_hash: str = ""
+    gold_hash: str = ""
 
 
 @dataclass

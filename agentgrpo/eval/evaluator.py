@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 from agentgrpo.config import require
 from agentgrpo.endpoint import RequestConfig
-from agentgrpo.envs.airline.factory import (
-    HELDOUT_SEED_BASE,
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.registry import (
     SPLIT_NAMES,
     VALIDATION_SPLIT,
     EnvBundle,
-    EnvConfig,
     build_env,
+    check_heldout,
     split_families,
 )
 from agentgrpo.eval.summary import summarize
@@ -122,12 +122,7 @@ class EvalConfig:
                 "report them")
         require(self.tasks_per_split >= 0, "tasks_per_split", self.tasks_per_split,
                 "must be >= 0 (0 = the env's own splits)")
-        if self.tasks_per_split:
-            require(self.env.source == "generated", "tasks_per_split", self.tasks_per_split,
-                    "held-out tasks need env.source=generated (τ-bench's task set is fixed); set tasks_per_split=0")
-            require(self.env.seed < HELDOUT_SEED_BASE["test"], "env.seed", self.env.seed,
-                    f"must be < {HELDOUT_SEED_BASE['test']} with tasks_per_split > 0 (held-out worlds' seeds start "
-                    "there)")
+        check_heldout(self.env, self.tasks_per_split)  # the domain's: e.g. airline's need generated worlds
         require(self.task_ids is None or len(self.task_ids) > 0, "task_ids", self.task_ids,
                 "must be a non-empty list of task ids, or null for every task")
         require(0 <= self.heldout_seed < 100_000, "heldout_seed", self.heldout_seed, "must be in [0, 100000)")
@@ -256,7 +251,7 @@ def _task_set(config: EvalConfig, bundle: EnvBundle, tasks: list[EvalTask]) -> d
     selected = {"task_ids": list(config.task_ids)} if config.task_ids else {}
     if config.tasks_per_split == 0:
         return {"source": "env", "env_seed": config.env.seed, "env_source": config.env.source, **selected}
-    families = split_families(bundle)
+    families = split_families(config.env, bundle)
     worlds = sorted({t.bundle.world_seed for t in tasks if t.bundle.world_seed is not None})
     return {"source": "heldout", "tasks_per_split": config.tasks_per_split, "heldout_seed": config.heldout_seed,
             "worlds": worlds, "families": {s: families[s] for s in config.splits}, **selected}

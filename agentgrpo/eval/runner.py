@@ -28,7 +28,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from agentgrpo.config import ConfigError, EndpointError, to_dict, to_yaml
-from agentgrpo.envs.airline.factory import EnvBundle, make_env
+from agentgrpo.envs.episode import run_episode
+from agentgrpo.envs.registry import EnvBundle, domain_oracle, make_env
 from agentgrpo.envs.types import ABORTED, Task
 from agentgrpo.eval.evaluator import EpisodeRecord, EvalConfig, user_seed
 from agentgrpo.eval.tasks import EvalTask
@@ -189,8 +190,6 @@ def _play_agents(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[[Epi
 
 def _play_agent(config: EvalConfig, job: EpisodeJob, user_client: Any,
                 agent_client: OpenAIChatPolicy | None) -> EpisodeRecord:
-    from agentgrpo.envs.airline.core.environment import run_episode
-
     env = make_env(job.bundle, job.task, config.env, job.user_seed,
                    max_steps=config.rollout.max_turns, user_client=user_client, abort_on_endpoint_error=True)
     agent = _make_agent(config, job.bundle, job.task, agent_client)
@@ -214,9 +213,7 @@ def _aborted(job: EpisodeJob, error: str | None, messages: list[dict[str, Any]] 
 
 def _make_agent(config: EvalConfig, bundle: EnvBundle, task: Task, client: OpenAIChatPolicy | None) -> Any:
     if config.policy_kind == "oracle":
-        from agentgrpo.envs.airline.simulation.plans import oracle_agent
-
-        return oracle_agent(bundle.domain, task)
+        return domain_oracle(config.env, bundle, task)
     from agentgrpo.eval.endpoint_agent import EndpointAgent
 
     e = config.endpoint

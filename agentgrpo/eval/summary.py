@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentgrpo.envs.airline.factory import TRAIN_SPLITS
+from agentgrpo.envs.registry import TRAIN_SPLITS
 from agentgrpo.eval.metrics import (
     SEED_SPLIT_WEIGHTS,
     generalization,

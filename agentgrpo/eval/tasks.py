@@ -3,7 +3,7 @@
 Two sources (``EvalConfig.tasks_per_split``): 0 evaluates the splits of ``env`` itself
 (the training pool's covered_seen / uncovered_seen / unseen and its validation tasks:
 cheap, and comparable with the seed's numbers); N > 0 draws N fresh tasks per split from
-held-out worlds (``agentgrpo.envs.airline.factory.build_heldout``), labelled by where
+held-out worlds (the domain's ``build_heldout``, e.g. the airline's), labelled by where
 their family stands in training.
 
 ``TaskFacts`` are read off each task's gold actions and grader, never off an episode:
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agentgrpo.config import ConfigError
-from agentgrpo.envs.airline.factory import EnvBundle, build_env, build_heldout
+from agentgrpo.envs.registry import EnvBundle, build_env, build_heldout
 from agentgrpo.envs.types import Task
 
 if TYPE_CHECKING:

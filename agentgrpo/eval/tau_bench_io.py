@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import OmegaConf
 
 from agentgrpo.config import DataError, MissingFileError, from_dict, to_dict
-from agentgrpo.envs.airline.core.grader import GradeResult
-from agentgrpo.envs.types import Task
+from agentgrpo.envs.types import GradeResult, Task
 
 if TYPE_CHECKING:
     from agentgrpo.eval.evaluator import EpisodeRecord, EvalConfig

@@ -40,7 +40,7 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.algos import get_advantage_estimator, grpo_objective, llds_loss, preserve_token_count
 from agentgrpo.config import to_dict, to_yaml
-from agentgrpo.envs.airline.factory import VALIDATION_SPLIT, EnvBundle, build_env, make_env
+from agentgrpo.envs.registry import VALIDATION_SPLIT, EnvBundle, build_env, make_env
 from agentgrpo.policy.device import autocast, model_device
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import load_for_training, load_policy, read_agent_config, save_policy

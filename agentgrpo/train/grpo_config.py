@@ -12,7 +12,8 @@ from typing import Literal
 
 from agentgrpo.algos import AggMode, Gate, Importance, KLKind, advantage_estimator_names, estimator_length_norm
 from agentgrpo.config import ConfigError, require
-from agentgrpo.envs.airline.factory import SPLIT_NAMES, EnvConfig
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.registry import SPLIT_NAMES
 from agentgrpo.policy.settings import PolicyConfig
 from agentgrpo.rollout.engine import RolloutConfig
 from agentgrpo.train.tracking import TrackingConfig

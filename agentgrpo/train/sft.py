@@ -23,9 +23,9 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.format import message_text, openai_assistant_text
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_examples
 from agentgrpo.config import require, to_dict, to_yaml
-from agentgrpo.envs.airline.core.environment import run_episode
-from agentgrpo.envs.airline.factory import SPLIT_NAMES, EnvBundle, EnvConfig, build_env, make_env
-from agentgrpo.envs.airline.simulation.plans import oracle_agent
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.episode import run_episode
+from agentgrpo.envs.registry import SPLIT_NAMES, EnvBundle, build_env, domain_oracle, make_env
 from agentgrpo.policy.device import model_device
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import build_policy, load_for_training, prepare_for_training, read_agent_config, save_policy
@@ -127,7 +127,7 @@ def collect_demonstrations(bundle: EnvBundle, config: EnvConfig, splits: list[st
         for k in range(per_task):
             user_seed = seed * 1000 + k
             env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client)
-            result = run_episode(env, oracle_agent(bundle.domain, task))
+            result = run_episode(env, domain_oracle(config, bundle, task))
             if result.reward == 1.0:
                 demos.append(Demonstration(task.task_id, user_seed, result.reward, result.messages))
     return demos

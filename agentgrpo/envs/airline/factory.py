@@ -45,7 +45,7 @@ from agentgrpo.envs.user_sim import ChatClient, LLMUser, ScriptedUser
 __all__ = [
     "DEFAULT_VALIDATION", "HELDOUT_SEED_BASE", "HELDOUT_TASKS_PER_FAMILY", "HELDOUT_WORLDS_PER_SEED", "SPLIT_NAMES",
     "TRAIN_SPLITS", "VALIDATION_SPLIT", "EnvBundle", "EnvConfig", "SplitConfig", "UserConfig", "WorldConfig",
-    "build_env", "build_heldout", "check_config", "heldout_world_seed", "make_env", "split_families",
+    "build_env", "build_heldout", "check_config", "check_heldout", "heldout_world_seed", "make_env", "split_families",
     "validation_tasks",
 ]
 
@@ -71,6 +71,15 @@ def check_config(config: EnvConfig) -> None:
     require(world.n_reservations >= 0, "env.world.n_reservations", world.n_reservations, "must be >= 0")
     require(world.n_reservations <= 3 * world.n_users, "env.world.n_reservations", world.n_reservations,
             f"must be <= 3 × env.world.n_users ({3 * world.n_users}): at most 3 reservations per user")
+
+
+def check_heldout(config: EnvConfig, tasks_per_split: int) -> None:
+    """Held-out tasks come from generated worlds whose seeds no training job uses."""
+    require(config.source == "generated", "tasks_per_split", tasks_per_split,
+            "held-out tasks need env.source=generated (τ-bench's task set is fixed); set tasks_per_split=0")
+    require(config.seed < HELDOUT_SEED_BASE["test"], "env.seed", config.seed,
+            f"must be < {HELDOUT_SEED_BASE['test']} with tasks_per_split > 0 (held-out worlds' seeds start "
+            "there)")
 
 
 def build_env(config: EnvConfig) -> EnvBundle:

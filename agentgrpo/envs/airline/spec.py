@@ -7,9 +7,11 @@ oracle); ``AIRLINE`` is the instance ``BUILTIN_DOMAINS`` names.
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 from agentgrpo.envs.airline import factory
 from agentgrpo.envs.airline.core.domain import AirlineDomain
 from agentgrpo.envs.airline.core.environment import AirlineEnv
+from agentgrpo.envs.airline.core.tau_bench import check_tau_bench_dir
 from agentgrpo.envs.airline.simulation.oracle import OracleAgent
 from agentgrpo.envs.airline.simulation.plans import oracle_agent
 from agentgrpo.envs.config import EnvConfig
@@ -26,6 +28,13 @@ class AirlineDomainSpec:
 
     def check_config(self, config: EnvConfig) -> None:
         factory.check_config(config)
+
+    def check_heldout(self, config: EnvConfig, tasks_per_split: int) -> None:
+        factory.check_heldout(config, tasks_per_split)
+
+    def check_data(self, config: EnvConfig, prefix: str) -> None:
+        if config.source == "tau_bench":
+            check_tau_bench_dir(config.data_dir, f"{prefix}data_dir:")
 
     def build(self, config: EnvConfig) -> EnvBundle:
         return factory.build_env(config)

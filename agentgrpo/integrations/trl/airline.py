@@ -32,7 +32,8 @@ from typing import Any
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.types import Trajectory
-from agentgrpo.envs.airline.factory import TRAIN_SPLITS, EnvBundle, EnvConfig, make_env
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.registry import TRAIN_SPLITS, EnvBundle, make_env
 from agentgrpo.envs.user_sim import ChatClient
 from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig, RolloutEngine
 

@@ -20,7 +20,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from agentgrpo.agent.format import message_text, openai_assistant_message, parse_assistant
-from agentgrpo.envs.airline.core.domain import AirlineDomain
+from agentgrpo.envs.registry import DEFAULT_DOMAIN, get_domain
 from agentgrpo.rewards import DEFAULT_PROCESS_COEF, PRMLite
 
 Message = dict[str, Any]
@@ -81,8 +81,9 @@ class PRMLiteReward:
 
     Args:
         coef: weight of the process score (0.3 in the seed).
-        tool_names: tools the parser accepts (default: the airline domain's 14).
+        tool_names: tools the parser accepts (default: ``domain``'s, the airline's 14).
         prm: the rule engine (default: the packaged airline configuration).
+        domain: the ``env.domain`` whose tools are the default ``tool_names``.
     """
 
     def __init__(
@@ -90,10 +91,11 @@ class PRMLiteReward:
         coef: float = DEFAULT_PROCESS_COEF,
         tool_names: Collection[str] | None = None,
         prm: PRMLite | None = None,
+        domain: str = DEFAULT_DOMAIN,
     ) -> None:
         self.__name__ = "prm_lite"  # TRL names reward columns after __name__
         self.coef = float(coef)
-        self.tool_names = frozenset(AirlineDomain.tool_names if tool_names is None else tool_names)
+        self.tool_names = frozenset(get_domain(domain).tool_names if tool_names is None else tool_names)
         self.prm = prm if prm is not None else PRMLite()
 
     def transcript(self, prompt: Any, completion: Any) -> list[Message]:

@@ -21,8 +21,8 @@ Files, one per set and never mixed (DESIGN §7.1):
   after training — never ``val_files`` (the launch check refuses it);
 * one ``<split>.parquet`` per split, and ``manifest.json``.
 
-The environment is configured like every other job (``agentgrpo.envs.airline.factory.
-EnvConfig``) with ``key=value`` overrides, e.g. ``source=tau_bench data_dir=... user.kind=llm``.
+The environment is configured like every other job (``agentgrpo.envs.config.EnvConfig``)
+with ``key=value`` overrides, e.g. ``source=tau_bench data_dir=... user.kind=llm``.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ from typing import Any
 
 from agentgrpo.agent.chat import build_system_prompt
 from agentgrpo.config import AgentGRPOError, load_config
-from agentgrpo.envs.airline.factory import (
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.registry import (
     SPLIT_NAMES,
     TRAIN_SPLITS,
     VALIDATION_SPLIT,
     EnvBundle,
-    EnvConfig,
     build_env,
 )
 from agentgrpo.integrations.verl.episode import ENV_CONFIG_KEY, TASK_ID_KEY, env_config_json

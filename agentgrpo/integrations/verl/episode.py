@@ -30,8 +30,8 @@ from agentgrpo.agent.chat import build_system_prompt
 from agentgrpo.agent.format import ParsedAction, openai_assistant_message
 from agentgrpo.agent.turn import play_turn
 from agentgrpo.config import from_dict, to_dict
-from agentgrpo.envs.airline.core.environment import AirlineEnv
-from agentgrpo.envs.airline.factory import EnvBundle, EnvConfig, UserConfig, build_env, make_env
+from agentgrpo.envs.config import EnvConfig, UserConfig
+from agentgrpo.envs.registry import EnvBundle, EpisodeEnv, build_env, make_env
 from agentgrpo.envs.types import Step, Task
 from agentgrpo.envs.user_sim import ChatClient
 from agentgrpo.integrations.verl.settings import setting
@@ -101,7 +101,7 @@ class AirlineEpisode:
             ends with termination ``max_turns``.
     """
 
-    def __init__(self, env: AirlineEnv, system_prompt: str, max_turns: int = 30) -> None:
+    def __init__(self, env: EpisodeEnv, system_prompt: str, max_turns: int = 30) -> None:
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         self.env = env

@@ -29,7 +29,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentgrpo.envs.airline.core.domain import AirlineDomain
+from agentgrpo.envs.registry import ToolDomain
 from agentgrpo.envs.types import Task
 from agentgrpo.integrations.verl.episode import TASK_ID_KEY, resolve_task
 from agentgrpo.integrations.verl.settings import setting
@@ -69,7 +69,7 @@ def score_transcript(
 
 
 def replay_outcome(
-    domain: AirlineDomain, task: Task, transcript: Sequence[Mapping[str, Any]]
+    domain: ToolDomain, task: Task, transcript: Sequence[Mapping[str, Any]]
 ) -> float:
     """Grade a transcript by replaying it: its well-formed tool calls run in order on a
     fresh database (malformed turns never reached the environment), its messages to the

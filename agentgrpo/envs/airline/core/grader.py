@@ -26,10 +26,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from agentgrpo.envs.types import RESPOND, Action
+from agentgrpo.envs.types import RESPOND, Action, GradeResult
 
 HASH_MODULUS = 1 << 256
 """The multiset hash is a sum of 256-bit digests modulo this."""
@@ -81,23 +80,6 @@ def find_outputs(outputs: Iterable[str], replies: Iterable[Any]) -> dict[str, bo
     """
     texts = [r.lower().replace(",", "") for r in replies if isinstance(r, str)]
     return {out: any(out.lower() in text for text in texts) for out in outputs}
-
-
-@dataclass(frozen=True)
-class GradeResult:
-    """The outcome of grading one episode.
-
-    reward: 1.0 iff ``db_match`` and every output was found, else 0.0.
-    db_match: the episode's database hash equals the gold hash.
-    outputs_found: for each required output, whether some reply contained it.
-    db_hash / gold_hash: the two hashes compared.
-    """
-
-    reward: float
-    db_match: bool
-    outputs_found: dict[str, bool] = field(default_factory=dict)
-    db_hash: str = ""
-    gold_hash: str = ""
 
 
 def grade_episode(
