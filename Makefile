@@ -1,9 +1,12 @@
 # Two entry points for a new user (see README): `make quickstart` and `make test`.
-# Each creates ./.venv on first use (CPU torch from the pinned wheel), then runs.
+# Each creates ./.venv on first use (the pinned CPU torch wheel), then runs.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q
 TORCH ?= torch==2.13.0
+# The CPU wheel: on Linux the default index serves the multi-GB CUDA build. For CUDA set
+# TORCH_INDEX=https://download.pytorch.org/whl/cu126 (or TORCH_INDEX= for the default index).
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 PYTEST_ARGS ?= -n 2
 
 .PHONY: quickstart test install install-dev clean
@@ -11,7 +14,7 @@ PYTEST_ARGS ?= -n 2
 $(VENV)/.core: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) --upgrade pip
-	$(PIP) "$(TORCH)"
+	$(PIP) "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PIP) -e .
 	touch $@
 

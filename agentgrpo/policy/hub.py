@@ -54,7 +54,7 @@ def resolve_hub_id(repo_id: str, key: str = "policy") -> Path:
             raise MissingFileError(
                 f"{key}={repo_id}: no such local directory, and as a Hub id it is not in the Hugging Face cache "
                 f"{cache} while HF_HUB_OFFLINE=1 forbids downloading it; download it where there is internet "
-                f"(huggingface-cli download {repo_id}) into that cache, or unset HF_HUB_OFFLINE") from None
+                f"(hf download {repo_id}) into that cache, or unset HF_HUB_OFFLINE") from None
         raise MissingFileError(f"{key}={repo_id}: no such local directory, and as a Hub id it is not in the Hugging "
                                f"Face cache {cache} and the Hub cannot be reached to download it; check the "
                                "connection or set HF_HUB_CACHE") from None

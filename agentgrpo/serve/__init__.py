@@ -5,5 +5,5 @@
 reply as vLLM's hermes parser does; ``app`` is the FastAPI application (``/v1/models``,
 ``/v1/chat/completions`` with ``tools`` in and ``tool_calls`` out, streamed or not);
 ``cli`` starts it on uvicorn.
-Needs the ``serve`` extra: ``pip install 'agentgrpo[serve]'`` (fastapi, uvicorn).
+Needs the ``serve`` extra: ``pip install -e '.[serve]'`` in the clone (fastapi, uvicorn).
 """

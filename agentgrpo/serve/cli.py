@@ -16,7 +16,7 @@ import sys
 
 from agentgrpo.config import ConfigError
 
-SERVE_INSTALL = "pip install 'agentgrpo[serve]'  (fastapi, uvicorn)"
+SERVE_INSTALL = "pip install -e '.[serve]' in the agentgrpo clone  (fastapi, uvicorn)"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

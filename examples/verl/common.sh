@@ -17,6 +17,22 @@ set -euo pipefail
 
 # ---- what to train on -----------------------------------------------------------------
 POLICY_MODEL=${POLICY_MODEL:-Qwen/Qwen2.5-7B-Instruct}
+DRY_RUN=${DRY_RUN:-}                                 # 1: the launch check only, then stop
+# τ-bench's airline data: TAU_BENCH_DIR, else where `agentgrpo env import-tau-bench` writes it
+# (data/tau_bench_airline), else ../shared/tau_bench_airline
+if [[ -z "${TAU_BENCH_DIR:-}" ]]; then
+  for candidate in "$PWD/data/tau_bench_airline" "$PWD/../shared/tau_bench_airline"; do
+    if [[ -f "$candidate/users.json" ]]; then TAU_BENCH_DIR=$candidate; break; fi
+  done
+fi
+TAU_BENCH_DIR=${TAU_BENCH_DIR:-$PWD/data/tau_bench_airline}
+if [[ -z "${ENV_SOURCE:-}" && -n "$DRY_RUN" && ! -f "$TAU_BENCH_DIR/users.json" && -z "${USER_KIND:-}" ]]; then
+  # a dry run checks the launch, not the data: without τ-bench's files it uses generated tasks
+  echo "dry run: no τ-bench data at $TAU_BENCH_DIR (write it with: agentgrpo env import-tau-bench" \
+       "YOUR_TAU_BENCH_CLONE, or set TAU_BENCH_DIR); checking the launch on generated tasks with the" \
+       "scripted user instead (ENV_SOURCE=generated USER_KIND=scripted)" >&2
+  ENV_SOURCE=generated USER_KIND=scripted
+fi
 ENV_SOURCE=${ENV_SOURCE:-tau_bench}                  # tau_bench (the seed's 50 tasks) | generated
 # validation tasks (data.val_files, evaluated every trainer.test_freq steps, what the checkpoint
 # is chosen by): training families, never trained on. τ-bench has only its 50 tasks, all in the
@@ -24,8 +40,6 @@ ENV_SOURCE=${ENV_SOURCE:-tau_bench}                  # tau_bench (the seed's 50 
 # generated tasks draw 8 new ones from the same world. The test split (unseen) is never
 # val_files: evaluate it once, after training, with `agentgrpo eval` (docs/scale.md).
 if [[ "$ENV_SOURCE" == tau_bench ]]; then VAL_TASKS=${VAL_TASKS:-4}; else VAL_TASKS=${VAL_TASKS:-8}; fi
-DRY_RUN=${DRY_RUN:-}                                 # 1: the launch check only, then stop
-TAU_BENCH_DIR=${TAU_BENCH_DIR:-$PWD/../shared/tau_bench_airline}
 DATA_DIR=${DATA_DIR:-$PWD/data/verl_airline_${ENV_SOURCE}}
 CKPT_DIR=${CKPT_DIR:-$PWD/checkpoints/agentgrpo_airline}
 LOG_DIR=${LOG_DIR:-$PWD/logs/verl}
@@ -49,7 +63,9 @@ LOSS_AGG=${LOSS_AGG:-seq-mean-token-sum}
 # which agentgrpo[verl] installs) keeps our loss in bypass mode. veRL's legacy trainer (0.7-0.8,
 # or trainer.use_v1=false) replaces loss_mode by its own 'bypass_mode' loss there, dropping
 # agentgrpo_llds: the launch check refuses that; set BYPASS_MODE=false (empty on veRL < 0.7).
-BYPASS_MODE=${BYPASS_MODE-true}
+# With LLDS (LLDS_COEF > 0) the default is false: vLLM's log-probs are another numeric path, so
+# LLDS would penalise that mismatch and never be 0 on unchanged weights (the check refuses it).
+BYPASS_MODE=${BYPASS_MODE-auto}
 
 # Offline HPC clusters: every model must already be in the local HF cache or a path.
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}
@@ -108,7 +124,11 @@ run_experiment() {
              TRANSFORMERS_OFFLINE; do
     forward+=("+ray_kwargs.ray_init.runtime_env.env_vars.${var}='${!var}'")
   done
-  if [[ -n "$BYPASS_MODE" ]]; then forward+=("algorithm.rollout_correction.bypass_mode=$BYPASS_MODE"); fi
+  local bypass=$BYPASS_MODE
+  if [[ "$bypass" == auto ]]; then
+    if python3 -c "import sys; sys.exit(float('${LLDS_COEF:-0}') <= 0)"; then bypass=false; else bypass=true; fi
+  fi
+  if [[ -n "$bypass" ]]; then forward+=("algorithm.rollout_correction.bypass_mode=$bypass"); fi
   # data files, model, agent-loop YAML and reward file come from the AGENTGRPO_* variables
   # that airline_grpo.yaml reads with ${oc.env:...}
   local args=(--config-path="$VERL_CONFIGS" --config-name=airline_grpo

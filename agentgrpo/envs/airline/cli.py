@@ -38,7 +38,8 @@ def _add_source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", choices=SOURCES, default="generated",
                         help="generated worlds (default) or a τ-bench data directory")
     parser.add_argument("--data-dir", default=None,
-                        help="τ-bench airline directory (default: $AGENTGRPO_TAU_BENCH_DIR or "
+                        help="τ-bench airline directory (default: $AGENTGRPO_TAU_BENCH_DIR, else "
+                             "data/tau_bench_airline as env import-tau-bench writes it, else "
                              "../shared/tau_bench_airline)")
     parser.add_argument("--seed", type=int, default=0, help="world/task seed (generated)")
     parser.add_argument("--n-tasks", type=positive_int, default=100, help="tasks to generate")
@@ -96,6 +97,7 @@ def _tau_bench_dir(explicit: str | None) -> Path:
     if explicit:
         return check_tau_bench_dir(explicit, "--data-dir:")
     candidates = [os.environ.get("AGENTGRPO_TAU_BENCH_DIR"),
+                  str(Path.cwd() / "data" / "tau_bench_airline"),  # where `env import-tau-bench` writes
                   str(Path.cwd().parent / "shared" / "tau_bench_airline"),
                   str(Path(__file__).resolve().parents[4] / "shared" / "tau_bench_airline")]
     for candidate in candidates:
@@ -103,7 +105,8 @@ def _tau_bench_dir(explicit: str | None) -> Path:
             return Path(candidate)
     raise MissingFileError("τ-bench airline data not found: pass --data-dir DIR or set AGENTGRPO_TAU_BENCH_DIR "
                            "(a directory with users.json, flights.json, reservations.json, policy.md and "
-                           "tasks_test.json)")
+                           "tasks_test.json), or write data/tau_bench_airline with `agentgrpo env import-tau-bench "
+                           "YOUR_TAU_BENCH_CLONE`")
 
 
 def load_source(args: argparse.Namespace) -> tuple[Any, list[Task]]:
