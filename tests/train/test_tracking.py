@@ -46,7 +46,7 @@ def test_one_logging_key_for_sft_train_and_eval(schema, defaults):
 
 def test_wandb_is_online_when_logged_in_and_wandb_mode_wins(no_wandb_login, monkeypatch):
     assert wandb_mode() == "offline"
-    no_wandb_login.write_text("machine api.wandb.ai\n  login user\n  password fake0123456789fake0123456789fake01234567\n")
+    no_wandb_login.write_text("machine api.wandb.ai\n  login user\n  password fake0123456789fake0123456789fake0123\n")
     assert wandb_mode() == "online"  # `wandb login` wrote this entry
     monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.internal")
     assert wandb_mode() == "offline"  # the key is for another host
@@ -115,3 +115,11 @@ def test_ablate_shows_a_progress_bar_over_its_jobs(tmp_path, capsys):
     err = capsys.readouterr()
     assert "ablate jobs" in err.err and "2/2" in err.err and "<" in err.err  # count and time left (elapsed<left)
     assert "finished b" in err.err or "finished b" in err.out
+
+
+def test_ablate_passes_one_logging_key_to_every_stage(tmp_path):
+    from agentgrpo.jobs.ablate import _check_configs, make_plan
+
+    plan = make_plan(tmp_path, experiments=["vanilla"], overrides=["logging.trackers=[tensorboard]"])
+    assert all("logging.trackers=[tensorboard]" in plan.overrides[stage] for stage in ("sft", "grpo", "eval"))
+    _check_configs(plan)  # sft, train and eval each accept it
