@@ -17,7 +17,16 @@ source):
   data.train_batch_size``) makes the old log-probs equal the current ones, so LLDS is
   exactly 0 whatever λ says (the native trainer refuses the same setup);
 * ``actor.loss_agg_mode`` other than ``token-mean`` changes what β means (``agentgrpo_llds``
-  refuses it at the first step; we refuse it before Ray starts).
+  refuses it at the first step; we refuse it before Ray starts);
+* ``AGENTGRPO_LOSS_AGG`` that divides by the length (``token-mean``, ``seq-mean-token-mean``)
+  with an estimator whose advantage already carries 1/L or 1/√L divides by it twice;
+* with λ > 0 (``AGENTGRPO_LLDS_COEF``): bypass mode (old log-probs from vLLM, another
+  numeric path: LLDS would penalise that mismatch and never be 0 on unchanged weights);
+  and anything that keeps the estimator from carrying each mini-batch's preserve count to
+  the loss exactly: an estimator that is not ``agentgrpo_*``, ``actor.shuffle=true``, a
+  non-FSDP actor, or ``algorithm.llds_mini_batch_size`` / ``llds_rollout_n`` /
+  ``llds_dp_size`` that differ from the actor's mini-batch, ``rollout.n`` and
+  data-parallel size.
 
 ``launch_problems(config)`` lists each of these as a message naming the setting and the
 fix; the dry run (``dry_run``) and every launch script refuse a config with any. Also
@@ -29,9 +38,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentgrpo.algos import AGG_MODES, advantage_estimator_names, estimator_length_norm
 from agentgrpo.integrations.verl.estimators import VERL_PREFIX
-from agentgrpo.integrations.verl.losses import DEFAULT_LLDS_COEF, HOST_LOSS_AGG
-from agentgrpo.integrations.verl.settings import setting
+from agentgrpo.integrations.verl.losses import DEFAULT_LLDS_COEF, DEFAULT_LOSS_AGG, HOST_LOSS_AGG
+from agentgrpo.integrations.verl.settings import choice, setting
+
+LENGTH_DIVIDING_AGGS = ("token-mean", "seq-mean-token-mean")
 
 OUR_LOSS = "agentgrpo_llds"
 BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
@@ -95,6 +107,36 @@ def llds_coef() -> float:
     return setting(None, "llds_coef", DEFAULT_LLDS_COEF, float)
 
 
+def actor_dp_size(config: Any) -> int:
+    """Data-parallel ranks of an FSDP actor: GPUs (per node × nodes) over Ulysses sequence parallelism."""
+    gpus = int(select(config, "trainer.n_gpus_per_node", 1)) * int(select(config, "trainer.nnodes", 1))
+    return gpus // max(1, int(select(config, "actor_rollout_ref.actor.ulysses_sequence_parallel_size", 1)))
+
+
+def llds_count_problems(config: Any) -> list[str]:
+    """What keeps the estimator from carrying each mini-batch's exact LLDS count to the loss."""
+    estimator = str(select(config, "algorithm.adv_estimator", ""))
+    if not estimator.startswith(VERL_PREFIX):
+        return [f"algorithm.adv_estimator={estimator} does not carry the LLDS preserve counts: use an "
+                f"{VERL_PREFIX}* estimator with AGENTGRPO_LLDS_COEF > 0"]
+    problems = []
+    if select(config, "actor_rollout_ref.actor.shuffle", False):
+        problems.append("actor_rollout_ref.actor.shuffle=true reorders the mini-batches the LLDS counts were "
+                        "made for: set it to false")
+    strategy = str(select(config, "actor_rollout_ref.actor.strategy", "fsdp"))
+    if strategy not in ("fsdp", "fsdp2"):
+        problems.append(f"actor_rollout_ref.actor.strategy={strategy}: exact LLDS counts are implemented "
+                        "for FSDP actors only")
+    expected = {"llds_mini_batch_size": select(config, "actor_rollout_ref.actor.ppo_mini_batch_size"),
+                "llds_rollout_n": select(config, "actor_rollout_ref.rollout.n"),
+                "llds_dp_size": actor_dp_size(config)}
+    for key, value in expected.items():
+        got = select(config, f"algorithm.{key}")
+        if got is None or value is None or int(got) != int(value):
+            problems.append(f"algorithm.{key}={got} must be {value} (the actor's) for exact LLDS counts")
+    return problems
+
+
 def launch_problems(config: Any) -> list[str]:
     """Every setting that would replace or silently disable agentgrpo's loss or estimator."""
     problems = []
@@ -111,12 +153,26 @@ def launch_problems(config: Any) -> list[str]:
             problems.append(f"actor_rollout_ref.actor.loss_agg_mode={agg}: with loss_mode={OUR_LOSS} it must be "
                             f"{HOST_LOSS_AGG} (veRL reduces β·KL with it); set the policy-gradient aggregation "
                             "with AGENTGRPO_LOSS_AGG")
-        if llds_coef() > 0 and updates_per_rollout(config) == 1 and not bypass_mode(config):
+        loss_agg = setting(None, "loss_agg", DEFAULT_LOSS_AGG, choice(AGG_MODES))
+        estimator = str(select(config, "algorithm.adv_estimator", ""))
+        name = estimator[len(VERL_PREFIX):] if estimator.startswith(VERL_PREFIX) else None
+        if (name in advantage_estimator_names() and loss_agg in LENGTH_DIVIDING_AGGS
+                and estimator_length_norm(name) in ("linear", "sqrt")):
+            problems.append(f"AGENTGRPO_LOSS_AGG={loss_agg} with algorithm.adv_estimator={estimator} divides by "
+                            f"the response length twice (the advantage already carries a "
+                            f"{estimator_length_norm(name)} length factor): use seq-mean-token-sum")
+        if llds_coef() > 0 and bypass_mode(config):
+            problems.append(f"AGENTGRPO_LLDS_COEF={llds_coef()} with {BYPASS_KEY}=true: old log-probs from the "
+                            "rollout engine are another numeric path, so LLDS would penalise that mismatch "
+                            f"(never 0 on unchanged weights); set {BYPASS_KEY}=false")
+        if llds_coef() > 0 and updates_per_rollout(config) == 1:
             problems.append(f"AGENTGRPO_LLDS_COEF={llds_coef()} never acts: one update per rollout "
                             "(actor_rollout_ref.actor.ppo_epochs=1, ppo_mini_batch_size = data.train_batch_size) "
-                            "and no bypass mode leave old log-probs equal to the current ones; set "
+                            "leaves old log-probs equal to the current ones; set "
                             "actor_rollout_ref.actor.ppo_mini_batch_size to a proper divisor of "
                             "data.train_batch_size (or AGENTGRPO_LLDS_COEF=0)")
+        if llds_coef() > 0:
+            problems.extend(llds_count_problems(config))
     if bypass_mode(config) and not select(config, "actor_rollout_ref.rollout.calculate_log_probs", False):
         problems.append(f"{BYPASS_KEY}=true takes the old log-probs from the rollout: set "
                         "actor_rollout_ref.rollout.calculate_log_probs=true")

@@ -16,7 +16,22 @@ environment variable ``AGENTGRPO_<KEY>`` (see ``settings``):
 * ``norm_adv_by_std_in_grpo`` (veRL's own key, default true): divide by the group std;
 * ``adv_std_eps`` (default 1e-6): ε in ``(R − mean) / (std + ε)``;
 * ``turn_discount_alpha`` (default: the estimator's, 1.05 where it discounts) and
-  ``turn_discount_unit`` (``token`` | ``turn``).
+  ``turn_discount_unit`` (``token`` | ``turn``);
+* ``llds_mini_batch_size`` (prompts per PPO mini-batch, ``actor.ppo_mini_batch_size``),
+  ``llds_rollout_n`` (``rollout.n``) and ``llds_dp_size`` (the actor's data-parallel
+  ranks): when all three are set, every row also carries the LLDS preserve-set token
+  count of its whole PPO mini-batch (below).
+
+Carrying the LLDS count. veRL hands the policy loss one micro-batch of one rank, but
+LLDS divides by the preserve-set tokens of the whole mini-batch (DESIGN §3.7, as the
+native trainer does). The batch reaches the actor in the order it has here (veRL
+balances it before computing advantages), is cut into ``llds_dp_size`` contiguous rank
+shares, and each share into mini-batches of ``llds_mini_batch_size · llds_rollout_n /
+llds_dp_size`` rows in order (``actor.shuffle=false``; the launch check refuses the
+rest). So each row's mini-batch is known here: its count ``N`` is written as ``−(N + 1)``
+on the row's positions outside ``response_mask`` (padding, tool tokens), which no loss
+term reads; ``agentgrpo_llds`` reads it back (``carried_preserve_count``) and zeroes
+those positions.
 
 Semantics at the boundary: the outcome score sits on the last response token of
 ``token_level_rewards``; we take the row sum, as veRL's ``grpo`` does (equal to that
@@ -37,7 +52,8 @@ from typing import Any
 import torch
 
 from agentgrpo.algos import advantage_estimator_names, get_advantage_estimator
-from agentgrpo.integrations.verl.settings import as_bool, choice, optional_float, setting
+from agentgrpo.algos.llds import preserve_set
+from agentgrpo.integrations.verl.settings import as_bool, choice, optional_float, optional_int, setting
 
 VERL_PREFIX = "agentgrpo_"
 DISCOUNT_UNITS = ("token", "turn")
@@ -79,7 +95,44 @@ def verl_token_advantages(
             turn_discount_unit=setting(config, "turn_discount_unit", "token", choice(DISCOUNT_UNITS)),
             eps=setting(config, "adv_std_eps", 1e-6, float),
         )
-    return advantages.token, advantages.token
+        token_adv = advantages.token
+        layout = [setting(config, key, None, optional_int)
+                  for key in ("llds_mini_batch_size", "llds_rollout_n", "llds_dp_size")]
+        if None not in layout:
+            prompts, n, dp_size = layout
+            token_adv = carry_preserve_counts(token_adv, response_mask, prompts * n, dp_size)
+    return token_adv, token_adv
+
+
+def mini_batch_of_rows(rows: int, mini_batch_rows: int, dp_size: int) -> torch.Tensor:
+    """``[rows]``: the PPO mini-batch (0, 1, …) of each row of a rollout batch that veRL cuts
+    into ``dp_size`` contiguous rank shares, each into mini-batches of
+    ``mini_batch_rows / dp_size`` rows in order."""
+    if rows % dp_size or mini_batch_rows % dp_size:
+        raise ValueError(f"{rows} rows and {mini_batch_rows} rows per mini-batch must both divide "
+                         f"among llds_dp_size={dp_size} ranks")
+    per_rank, per_rank_mini = rows // dp_size, mini_batch_rows // dp_size
+    return (torch.arange(rows) % per_rank) // per_rank_mini
+
+
+def carry_preserve_counts(token_adv: torch.Tensor, response_mask: torch.Tensor, mini_batch_rows: int,
+                          dp_size: int) -> torch.Tensor:
+    """``token_adv`` with ``−(N + 1)`` outside ``response_mask``, N = the preserve-set response
+    tokens of the row's PPO mini-batch (module docstring); unchanged on the mask."""
+    active = response_mask.detach().bool()
+    mini = mini_batch_of_rows(token_adv.shape[0], mini_batch_rows, dp_size).to(token_adv.device)
+    per_row = (active & preserve_set(token_adv, response_mask).unsqueeze(-1)).sum(dim=-1)
+    counts = torch.zeros(int(mini.max()) + 1, dtype=per_row.dtype, device=per_row.device).index_add(0, mini, per_row)
+    carrier = -(counts[mini] + 1).to(token_adv.dtype).unsqueeze(-1).expand_as(token_adv)
+    return torch.where(active, token_adv, carrier)
+
+
+def carried_preserve_count(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor | None:
+    """The mini-batch preserve-set count a micro-batch's rows carry (``carry_preserve_counts``),
+    or None when none of its rows has a position outside the mask (or nothing was carried)."""
+    slots = advantages.detach().masked_fill(response_mask.detach().bool(), 0.0)
+    carried = slots.amin()
+    return None if carried > -1 else -carried - 1
 
 
 def _verl_estimator(name: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:

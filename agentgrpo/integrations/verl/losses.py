@@ -19,13 +19,18 @@ advantage).
 Denominators come from veRL's ``global_batch_info`` (the whole mini-batch's token and
 sequence counts, and ``dp_size``), so micro-batches and data-parallel ranks add up to
 the mini-batch's loss. veRL does not count the LLDS preserve set (A ≥ 0) over the
-mini-batch, so each micro-batch scales its own preserve-token count by the mini-batch's
-token count over its own: exact when a rank's mini-batch is one micro-batch, a ratio
-estimate otherwise.
+mini-batch: the ``agentgrpo_*`` estimators count it where the advantages are computed
+and carry it in the advantages, outside the response mask (``estimators``), so λ·LLDS
+is the native value for every micro-batch size, dp size and aggregation. A micro-batch
+whose rows have no position outside the mask (every row a full-length single turn)
+cannot carry it, and veRL's legacy workers (no ``global_batch_info``) scale each
+micro-batch's loss themselves; then each micro-batch scales its own preserve count by
+the mini-batch's token count over its own (a ratio estimate) and logs
+``algo/llds_count_estimated`` = 1.
 
 Settings (the actor config rejects unknown keys and never sees ``algorithm``, so these
 come from environment variables, forwarded to the Ray workers by the launch scripts):
-``AGENTGRPO_LLDS_COEF`` (λ, default 0.2), ``AGENTGRPO_LLDS_GATE`` (``action`` | ``token``
+``AGENTGRPO_LLDS_COEF`` (λ, default 0: unset means no LLDS), ``AGENTGRPO_LLDS_GATE`` (``action`` | ``token``
 | ``response``), ``AGENTGRPO_LOSS_AGG`` (the policy-gradient aggregation),
 ``AGENTGRPO_IMPORTANCE`` (``token`` | ``sequence``, GSPO's ratio). Clip ranges are veRL's
 ``clip_ratio_low`` / ``clip_ratio_high`` (falling back to ``clip_ratio``). Unlike veRL's
@@ -39,9 +44,10 @@ from typing import Any
 import torch
 
 from agentgrpo.algos import AGG_MODES, GATES, grpo_objective, preserve_token_count
+from agentgrpo.integrations.verl.estimators import carried_preserve_count
 from agentgrpo.integrations.verl.settings import choice, config_value, setting
 
-DEFAULT_LLDS_COEF = 0.2
+DEFAULT_LLDS_COEF = 0.0
 DEFAULT_LOSS_AGG = "seq-mean-token-sum"
 HOST_LOSS_AGG = "token-mean"
 IMPORTANCE_LEVELS = ("token", "sequence")
@@ -76,15 +82,20 @@ def objective_counts(
     active = response_mask.detach().bool()
     local_tokens = active.sum()
     num_tokens = local_tokens if tokens is None else tokens / dp_size
-    preserve = preserve_token_count(token_adv, response_mask)
-    if tokens is not None:
-        preserve = preserve * (num_tokens / local_tokens.clamp_min(1))
+    carried = carried_preserve_count(token_adv, response_mask) if tokens is not None else None
+    if carried is not None:  # the whole mini-batch's count, each rank's share as for the tokens
+        preserve = carried / dp_size
+    else:
+        preserve = preserve_token_count(token_adv, response_mask)
+        if tokens is not None:
+            preserve = preserve * (num_tokens / local_tokens.clamp_min(1))
     counts = {
         "loss_agg": loss_agg,
         "num_tokens": num_tokens,
         "num_seqs": active.any(dim=-1).sum() if seqs is None else seqs / dp_size,
         "horizon": info.get("loss_scale_factor"),
         "num_preserve_tokens": preserve,
+        "estimated": carried is None,
     }
     if loss_agg == "token-sum":
         counts.update(loss_agg="seq-mean-token-sum", num_seqs=1.0 / dp_size)
@@ -121,7 +132,9 @@ def agentgrpo_llds(
     importance = setting(config, "importance", "token", choice(IMPORTANCE_LEVELS))
     clip_low, clip_high = clip_range(config)
     counts = objective_counts(config_value(config, "global_batch_info"), response_mask, advantages, loss_agg)
-    return grpo_objective(
+    estimated = counts.pop("estimated")
+    advantages = advantages * response_mask.detach().to(advantages.dtype)  # drop the carried count
+    loss, metrics = grpo_objective(
         log_prob,
         old_log_prob,
         advantages,
@@ -134,3 +147,5 @@ def agentgrpo_llds(
         rollout_is_weights=rollout_is_weights,
         **counts,
     )
+    metrics["algo/llds_count_estimated"] = float(estimated)
+    return loss, metrics

@@ -59,6 +59,16 @@ def optional_float(value: Any) -> float | None:
     return float(value)
 
 
+def optional_int(value: Any) -> int | None:
+    """A positive int, or None for ``none``/``null``/empty."""
+    if value is None or str(value).strip().lower() in ("", "none", "null"):
+        return None
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be >= 1")
+    return number
+
+
 def config_value(config: Any, key: str) -> Any:
     """``config[key]`` for a dict, DictConfig or veRL dataclass config; None when absent."""
     if config is None:
