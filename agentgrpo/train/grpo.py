@@ -328,9 +328,12 @@ class GRPOTrainer:
         algo, t = self.config.algo, self.config.trainer
         rows = [row for micro in micro_batches for row in micro]
         mask = batch.response_mask[rows]
-        # the mini-batch's counts as denominators: micro-batch losses add up to its loss and gradient
+        # the mini-batch's counts as denominators: micro-batch losses add up to its loss and gradient;
+        # the horizon of seq-mean-token-sum-norm is the mini-batch's response width, not each micro-batch's
+        active_columns = mask.bool().any(dim=0).nonzero()
         counts = {"num_tokens": mask.sum(), "num_seqs": len(rows),
-                  "num_preserve_tokens": preserve_token_count(batch.seq_advantages[rows], mask)}
+                  "num_preserve_tokens": preserve_token_count(batch.seq_advantages[rows], mask),
+                  "horizon": int(active_columns.max()) + 1 if active_columns.numel() else mask.shape[-1]}
         metrics: dict[str, float] = {}
         self.optimizer.zero_grad(set_to_none=True)
         with self._training_mode():

@@ -160,3 +160,18 @@ def test_the_trainer_switches_off_loras_dropout(tiny_policy_dir, tmp_path):
     trainer = GRPOTrainer(llds_config(tiny_policy_dir, tmp_path, "policy.lora.rank=4", "policy.lora.dropout=0.1"))
     dropouts = [m for m in trainer.model.modules() if isinstance(m, torch.nn.Dropout)]
     assert dropouts and all(m.p == 0.0 for m in dropouts)  # the update's forward is the sampler's
+
+
+def test_seq_mean_token_sum_norm_divides_every_micro_batch_by_the_mini_batchs_horizon(
+        tiny_policy_dir, tmp_path, trajectories):
+    """Length-sorted micro-batches have their own widths; the loss must not depend on the cut."""
+    losses = []
+    for micro in (2, 4):
+        trainer = GRPOTrainer(llds_config(tiny_policy_dir, tmp_path / str(micro), "trainer.lr=0",
+                                          "algo.loss_agg=seq-mean-token-sum-norm", f"trainer.micro_batch_size={micro}"))
+        batch, _ = trainer.compute_advantages(trajectories)
+        plan = trainer.plan_updates(batch, step=0)
+        trainer.compute_old_logprobs(batch, plan)
+        losses.append(trainer._mini_batch_update(batch, plan.mini_batches[0])["loss/pg"])
+    assert losses[0] != 0.0
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
