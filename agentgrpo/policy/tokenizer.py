@@ -85,11 +85,15 @@ def train_tokenizer(
     min_frequency: int = 2,
     model_max_length: int = 16384,
     chat_template: str = CHATML_TEMPLATE,
+    atomic_texts: Sequence[str] = (),
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE tokenizer of ``vocab_size`` tokens (fewer if the text runs out).
 
     Deterministic: the same texts give the same vocabulary and merges. The size includes
-    the three special tokens and the two tool-call tokens.
+    the three special tokens and the two tool-call tokens, not ``atomic_texts``: strings
+    added as one (non-special) token each, which encoding matches before anything else
+    (longest first). The toy domain makes each whole tool call one token this way, so its
+    policy's key decision is the first token of its turn.
     """
     if vocab_size < _MIN_VOCAB:
         raise ValueError(
@@ -109,7 +113,7 @@ def train_tokenizer(
         show_progress=False,
     )
     backend.train_from_iterator(_pieces_without_markers(texts), trainer=trainer)
-    backend.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
+    backend.add_tokens([AddedToken(t, special=False, normalized=False) for t in (*TOOL_TOKENS, *atomic_texts)])
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
         bos_token=END_OF_TEXT,

@@ -286,7 +286,8 @@ class GRPOTrainer:
             turn_credit=batch.turn_scores, turn_credit_mask=batch.turn_mask,
             turn_credit_coef=algo.turn_credit_coef, eps=algo.adv_std_eps,
         )
-        batch.advantages, batch.seq_advantages = advantages.token, advantages.sequence
+        sign = algo.advantage_sign  # -1 only in the sanity check's negated control
+        batch.advantages, batch.seq_advantages = sign * advantages.token, sign * advantages.sequence
         return batch, advantages.metrics
 
     def plan_updates(self, batch: RolloutBatch, step: int) -> UpdatePlan:

@@ -55,8 +55,14 @@ class AlgoConfig:
     """LLDS gate granularity."""
     entropy_coef: float = 0.0
     """Entropy bonus coefficient (0 = only logged)."""
+    advantage_sign: int = 1
+    """Debug control, never for training: -1 negates every advantage the estimator returns
+    (token and sequence), so the policy is pushed away from what was rewarded. The
+    ``negated`` arm of ``agentgrpo sanity`` uses it to show that learning needs the sign."""
 
     def __post_init__(self) -> None:
+        require(self.advantage_sign in (1, -1), "algo.advantage_sign", self.advantage_sign,
+                "must be 1 or -1 (a debug control: -1 negates every advantage)")
         names = advantage_estimator_names()
         require(self.adv_estimator in names, "algo.adv_estimator", self.adv_estimator, f"must be one of {names}")
         require(self.adv_std_eps > 0, "algo.adv_std_eps", self.adv_std_eps, "must be > 0")

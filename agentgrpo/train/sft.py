@@ -186,15 +186,20 @@ def collate_examples(examples: list[SFTExample], pad_token_id: int) -> tuple[tor
     return input_ids, attention_mask, label_mask
 
 
-def train_sft(config: SFTConfig) -> Path:
-    """Run SFT; returns the directory of the final checkpoint (``run_dir/final``)."""
+def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = None) -> Path:
+    """Run SFT; returns the directory of the final checkpoint (``run_dir/final``).
+
+    ``demonstrations``: transcripts to learn from instead of the oracle's on ``data.splits``
+    (``agentgrpo sanity``'s format warm-up, whose toy-domain keys are random on purpose).
+    """
     t_start = time.perf_counter()
     run_dir = Path(config.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(to_yaml(config))
     torch.manual_seed(config.seed)
     bundle = build_env(config.env)
-    demos = collect_demonstrations(bundle, config.env, config.data.splits, config.data.demos_per_task, config.seed)
+    demos = demonstrations if demonstrations is not None else collect_demonstrations(
+        bundle, config.env, config.data.splits, config.data.demos_per_task, config.seed)
     if not demos:
         raise RuntimeError("the oracle produced no successful demonstrations for the SFT splits")
     agent_config = {"prompt_style": resolve_prompt_style(config)}
