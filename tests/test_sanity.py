@@ -35,13 +35,6 @@ def test_judge_applies_each_arms_rule():
         judge("real", [0.5] * 7, [64] * 7)
 
 
-NOT_YET_LEARNING = pytest.mark.xfail(
-    reason="the toy policy's real arm does not reach 0.8 in 24 steps yet (measured 0.23-0.25 on seeds 0, 1)",
-    strict=False)
-
-
-@NOT_YET_LEARNING
-@pytest.mark.slow
 @pytest.mark.parametrize("experiment", ["vanilla", "llds"])
 def test_sanity_passes(tmp_path, experiment, capsys):
     assert main(["sanity", "--out", str(tmp_path), f"experiment={experiment}"]) == 0
@@ -49,12 +42,11 @@ def test_sanity_passes(tmp_path, experiment, capsys):
     assert report["passed"] and report["overrides"] == [f"experiment={experiment}"]
     assert {(a["arm"], a["seed"]) for a in report["arms"]} == {(arm, s) for arm in ("real", "negated", "lr0")
                                                                  for s in (0, 1)}
-    for arm in report["arms"]:
-        assert abs(arm["first"] - report["chance"]) < 0.15  # the warm-up leaves the key at chance
+    for arm in report["arms"]:  # before any update: the format is learnt, the key is near chance (0.25)
+        assert 0.05 <= arm["curve"][0] <= 0.45
     assert "sanity PASS" in capsys.readouterr().out
 
 
-@NOT_YET_LEARNING
 @pytest.mark.slow
 @pytest.mark.parametrize("experiment", available_experiments())
 def test_sanity_passes_every_experiment(tmp_path, experiment):
@@ -83,7 +75,6 @@ get_estimator = grpo_module.get_advantage_estimator
 collate = grpo_module.collate
 
 
-@pytest.mark.skip(reason="meaningful only once the real arm passes without a planted bug (test_sanity_passes)")
 @pytest.mark.parametrize("target, planted", [("get_advantage_estimator", negated_estimator),
                                              ("collate", mask_shifted_collate)])
 def test_sanity_fails_on_a_planted_bug(tmp_path, monkeypatch, target, planted):
@@ -92,3 +83,14 @@ def test_sanity_fails_on_a_planted_bug(tmp_path, monkeypatch, target, planted):
     [real] = report.arms
     assert not report.passed and not real.passed
     assert real.last < 0.8 and math.isfinite(real.z)
+
+
+def test_cli_help_and_bad_input(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sanity", "--help"])
+    assert exit_info.value.code == 0 and "negated" in capsys.readouterr().out
+    for argv, named in [(["--seeds", "a"], "--seeds"), (["--arms", "real,bogus"], "--arms"),
+                        (["env.domain=airline"], "env.domain")]:
+        assert main(["sanity", "--out", str(tmp_path), *argv]) == 2
+        assert named in capsys.readouterr().err
+    assert not (tmp_path / "sanity.json").exists()

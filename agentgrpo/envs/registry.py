@@ -46,6 +46,7 @@ DOMAIN_KEY = "env.domain"
 BUILTIN_DOMAINS: dict[str, str] = {
     "airline": "agentgrpo.envs.airline.spec:AIRLINE",
     "toy": "agentgrpo.envs.toy.spec:TOY",
+    "toy_one_key": "agentgrpo.envs.toy.spec:TOY_ONE_KEY",
 }
 """Domains shipped with the package: name -> ``"module:attr"``, the attribute a
 :class:`Domain` or a zero-argument callable returning one (imported on first use)."""

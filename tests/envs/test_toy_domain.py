@@ -123,3 +123,10 @@ def test_heldout_tasks_are_fresh(config, bundle):
 def test_config_the_toy_domain_cannot_honour_is_refused(override, key):
     with pytest.raises(ConfigError, match=key):
         load_config(EnvConfig, ["domain=toy", override, "data_dir=/nonexistent"])
+
+
+def test_one_key_variant_states_one_key_of_four():
+    bundle = build_env(load_config(EnvConfig, ["domain=toy_one_key"]))
+    assert get_domain("toy_one_key").n_keys == 4 and bundle.domain.keys == KEYS[:4]
+    assert {task_key(t) for tasks in bundle.splits.values() for t in tasks} == {KEYS[0]}
+    assert bundle.domain.tool_schemas()[0]["function"]["parameters"]["properties"]["key"]["enum"] == list(KEYS[:4])

@@ -32,10 +32,14 @@ HELDOUT_SEED_BASE = 1_000_000_000
 class ToySpec:
     """The toy domain's builder: splits, episodes, oracle (``Domain``)."""
 
-    name = "toy"
-
-    def __init__(self, n_keys: int = DEFAULT_N_KEYS) -> None:
+    def __init__(self, n_keys: int = DEFAULT_N_KEYS, stated_keys: int | None = None, name: str = "toy") -> None:
+        """``n_keys``: the keys ``submit`` accepts (chance = 1/n_keys); ``stated_keys``: how many of
+        them the tasks' users state (None = all; 1 = every user states the first key)."""
+        self.name = name
         self.n_keys = n_keys
+        self.stated_keys = n_keys if stated_keys is None else stated_keys
+        if not 1 <= self.stated_keys <= n_keys:
+            raise ValueError(f"stated_keys must be in [1, {n_keys}], got {stated_keys}")
         self.tool_names: frozenset[str] = frozenset({SUBMIT})
 
     def check_config(self, config: EnvConfig) -> None:
@@ -56,7 +60,7 @@ class ToySpec:
         sizes = config.splits
         validation = DEFAULT_VALIDATION if sizes.validation is None else sizes.validation
         counts = {**{name: getattr(sizes, name) for name in SPLIT_NAMES}, VALIDATION_SPLIT: validation}
-        keys = ToyDomain(self.n_keys).keys
+        keys = ToyDomain(self.n_keys).keys[: self.stated_keys]
         splits = {name: make_tasks(keys, count, config.seed, f"toy{config.seed}_{name}")
                   for name, count in counts.items()}
         for name, tasks in splits.items():
@@ -76,7 +80,7 @@ class ToySpec:
     def build_heldout(self, config: EnvConfig, split_names: Sequence[str], tasks_per_split: int, seed: int = 0,
                       training: EnvBundle | None = None) -> list[EnvBundle]:
         """``tasks_per_split`` fresh tasks per split, from seed ``HELDOUT_SEED_BASE + seed``; one bundle."""
-        keys = ToyDomain(self.n_keys).keys
+        keys = ToyDomain(self.n_keys).keys[: self.stated_keys]
         draw = HELDOUT_SEED_BASE + seed
         splits = {name: make_tasks(keys, tasks_per_split, draw, f"toyheld{seed}_{name}") for name in split_names}
         for name, tasks in splits.items():
@@ -98,4 +102,7 @@ class ToySpec:
 
 
 TOY = ToySpec()
-"""The registered ``toy`` domain (K = 4)."""
+"""The registered ``toy`` domain: K = 4 keys, every one stated by some users (copy the key)."""
+TOY_ONE_KEY = ToySpec(stated_keys=1, name="toy_one_key")
+"""The registered ``toy_one_key`` domain: K = 4 valid keys, every user states the first (a
+four-armed bandit behind the same tool-call format)."""
