@@ -104,3 +104,16 @@ def test_domain_corpus_contents(domain):
     assert any(t.startswith("[{") and '"flight_number"' in t for t in texts)  # direct-flight searches
     assert domain.tasks[7].instruction in texts
     assert texts[-1] == "<|im_start|>user\nhello<|im_end|>"
+
+
+def test_atomic_texts_are_one_token_each_and_survive_saving(tmp_path):
+    call = '<tool_call>\n{"name": "submit", "arguments": {"key": "amber"}}\n</tool_call>'
+    texts = ["My key is amber.", "Your key is submitted."] * 4
+    tokenizer = train_tokenizer(texts, vocab_size=300, min_frequency=1, atomic_texts=[call])
+    turn = f"<|im_start|>assistant\n{call}<|im_end|>"
+    ids = tokenizer.encode(turn, add_special_tokens=False)
+    assert tokenizer.convert_ids_to_tokens(ids[-2]) == call  # the longest match wins over <tool_call>
+    assert tokenizer.decode(ids[-2:-1]) == call
+    assert tokenizer.encode("<tool_call>\nx</tool_call>", add_special_tokens=False)[0] != ids[-2]
+    tokenizer.save_pretrained(tmp_path)
+    assert AutoTokenizer.from_pretrained(tmp_path).encode(turn, add_special_tokens=False) == ids
