@@ -94,3 +94,28 @@ def test_the_docs_show_the_example_code():
     code = re.search(r"# --8<-- \[start:train\]\n(.*?)# --8<-- \[end:train\]", source, re.S).group(1)
     docs = (ROOT / "docs" / "scale.md").read_text()
     assert code.strip() in docs
+
+
+def test_the_example_leaves_a_checkpoint_agentgrpo_eval_takes(tiny_policy_dir, tmp_path):
+    """``--out DIR`` ends with ``DIR/final``; TRL's own flags pass through (``--beta``, ...)."""
+    from agentgrpo.eval.cli import load_eval_config
+    from agentgrpo.eval.evaluator import evaluate
+
+    example = load_example()
+    env = ["env.n_tasks=12", "env.splits.covered_seen=4", "env.splits.uncovered_seen=4", "env.splits.unseen=4"]
+    out = tmp_path / "trl"
+    assert example.main([
+        "--model", str(tiny_policy_dir), "--out", str(out), "--steps", "1", "--group", "2",
+        "--tasks-per-step", "2", "--max-turns", "2", "--max-new-tokens", "6", "--max-total-tokens", "2048",
+        "--llds-coef", "0", "--temperature", "0.9", *env, "--beta", "0", "--logging_steps", "1",
+        "--disable_tqdm", "true"]) == 0
+    final = out / "final"
+    assert (final / "agentgrpo.json").is_file() and (final / "model.safetensors").is_file()
+    report = evaluate(load_eval_config([
+        f"policy.init={final}", f"out_dir={tmp_path / 'eval'}", "trials=1", "rollout.max_turns=2",
+        "rollout.max_new_tokens=6", "progress=false", *env]))
+    assert report.metrics["episodes"] == 12
+    # the flags TRL spells its own way reach AgentGRPOConfig, typed; sampling temperature = scoring's
+    assert example.trl_flags(["--beta", "0.01", "--logging_steps=2"], str(out)) == {"beta": 0.01, "logging_steps": 2}
+    with pytest.raises(SystemExit, match="unknown options"):
+        example.trl_flags(["--bogus", "1"], str(out))
