@@ -86,7 +86,8 @@ def test_every_script_passes_the_dry_run(script, data_dir, tmp_path):
 
 @pytest.mark.slow
 def test_the_legacy_trainer_in_bypass_mode_is_refused_naming_the_settings(data_dir, tmp_path):
-    run = dry_run("run_llds.sh", data_dir, tmp_path, "trainer.use_v1=false")
+    # run_vanilla.sh: λ = 0, so bypass mode stays on by default (with λ > 0 it defaults to off)
+    run = dry_run("run_vanilla.sh", data_dir, tmp_path, "trainer.use_v1=false")
     assert run.returncode == 2
     line = run.stderr.strip().splitlines()[-1]
     assert "algorithm.rollout_correction.bypass_mode=true" in line and "'bypass_mode'" in line
@@ -106,27 +107,60 @@ def compose(monkeypatch, data_dir):
     monkeypatch.setenv("AGENTGRPO_REWARD_FILE", str(CONFIGS.parent / "reward.py"))
     monkeypatch.setenv("AGENTGRPO_DATA_DIR", str(data_dir))
     monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0.3")
-    base = ["algorithm.rollout_correction.bypass_mode=true", "actor_rollout_ref.actor.ppo_mini_batch_size=2"]
+    base = ["algorithm.rollout_correction.bypass_mode=false", "actor_rollout_ref.actor.ppo_mini_batch_size=2"]
     return lambda *overrides: hydra_compose(str(CONFIGS), "airline_grpo", [*base, *overrides])
 
 
 @pytest.mark.parametrize("overrides, named", [
-    (["trainer.use_v1=false"], ["algorithm.rollout_correction.bypass_mode=true", "legacy trainer"]),
+    (["trainer.use_v1=false", "algorithm.rollout_correction.bypass_mode=true"],
+     ["algorithm.rollout_correction.bypass_mode=true", "legacy trainer"]),
+    (["algorithm.rollout_correction.bypass_mode=true", "actor_rollout_ref.rollout.calculate_log_probs=true"],
+     ["AGENTGRPO_LLDS_COEF=0.3 with algorithm.rollout_correction.bypass_mode=true", "never 0 on unchanged"]),
+    (["actor_rollout_ref.actor.shuffle=true"], ["actor_rollout_ref.actor.shuffle=true"]),
+    (["trainer.n_gpus_per_node=2"], ["algorithm.llds_dp_size=1 must be 2"]),
+    (["algorithm.llds_rollout_n=4"], ["algorithm.llds_rollout_n=4 must be 8"]),
+    (["algorithm.adv_estimator=grpo"], ["does not carry the LLDS preserve counts"]),
     (["distillation.enabled=true", "distillation.distillation_loss.use_task_rewards=false"],
      ["distillation.distillation_loss.use_task_rewards=false", "distillation.enabled=false"]),
     (["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum"],
      ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum", "AGENTGRPO_LOSS_AGG"]),
-    (["algorithm.rollout_correction.bypass_mode=false", "actor_rollout_ref.actor.ppo_mini_batch_size=4"],
-     ["AGENTGRPO_LLDS_COEF=0.3 never acts", "ppo_mini_batch_size"]),
-    (["actor_rollout_ref.rollout.calculate_log_probs=false"], ["actor_rollout_ref.rollout.calculate_log_probs=true"]),
+    (["actor_rollout_ref.actor.ppo_mini_batch_size=4"], ["AGENTGRPO_LLDS_COEF=0.3 never acts", "ppo_mini_batch_size"]),
 ])
 def test_settings_that_replace_or_disable_our_loss_are_named(compose, overrides, named):
     from agentgrpo.integrations.verl.checks import launch_problems
 
     problems = launch_problems(compose(*overrides))
-    assert len(problems) == 1, problems
-    for text in named:
-        assert text in problems[0]
+    assert any(all(text in problem for text in named) for problem in problems), problems
+
+
+def test_bypass_mode_needs_rollout_log_probs(compose, monkeypatch):
+    from agentgrpo.integrations.verl.checks import launch_problems
+
+    monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0")
+    problems = launch_problems(compose("algorithm.rollout_correction.bypass_mode=true",
+                                       "actor_rollout_ref.rollout.calculate_log_probs=false"))
+    assert len(problems) == 1 and "actor_rollout_ref.rollout.calculate_log_probs=true" in problems[0]
+
+
+@pytest.mark.parametrize("estimator, agg, refused", [
+    ("agentgrpo_grpo", "token-mean", True), ("agentgrpo_lata", "seq-mean-token-mean", True),
+    ("agentgrpo_dr_grpo", "token-mean", False), ("agentgrpo_lata", "seq-mean-token-sum", False),
+])
+def test_dividing_by_the_length_twice_is_refused(compose, monkeypatch, estimator, agg, refused):
+    from agentgrpo.integrations.verl.checks import launch_problems
+
+    monkeypatch.setenv("AGENTGRPO_LOSS_AGG", agg)
+    problems = launch_problems(compose(f"algorithm.adv_estimator={estimator}"))
+    assert any("divides by the response length twice" in p for p in problems) == refused, problems
+
+
+def test_unset_lambda_means_no_llds(compose, monkeypatch):
+    from agentgrpo.integrations.verl.checks import launch_problems, llds_coef
+
+    monkeypatch.delenv("AGENTGRPO_LLDS_COEF")
+    assert llds_coef() == 0.0
+    assert not launch_problems(compose("algorithm.rollout_correction.bypass_mode=true",
+                                       "actor_rollout_ref.actor.ppo_mini_batch_size=4"))
 
 
 def test_v1_bypass_mode_keeps_our_loss_and_legacy_without_it_too(compose):
@@ -135,7 +169,7 @@ def test_v1_bypass_mode_keeps_our_loss_and_legacy_without_it_too(compose):
     assert effective_loss_mode(compose()) == ("agentgrpo_llds", None) and not launch_problems(compose())
     legacy = compose("trainer.use_v1=false", "algorithm.rollout_correction.bypass_mode=false")
     assert effective_loss_mode(legacy) == ("agentgrpo_llds", None) and not launch_problems(legacy)
-    replaced = compose("trainer.use_v1=false")
+    replaced = compose("trainer.use_v1=false", "algorithm.rollout_correction.bypass_mode=true")
     assert effective_loss_mode(replaced)[0] == "bypass_mode"
 
 
