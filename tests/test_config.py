@@ -58,11 +58,14 @@ def test_bad_values_fail_at_start_naming_the_key(override, message):
 
 
 def test_packaged_configs_and_the_quickstart_overrides_load():
-    from agentgrpo.jobs.quickstart import QUICKSTART_DEFAULTS
+    from agentgrpo.jobs.quickstart import QUICKSTART_DEFAULTS, SAMPLER_OLD_LOGPROBS, grpo_overrides
 
     for name in available_experiments():
-        for extra in ([], QUICKSTART_DEFAULTS["grpo"]):
-            assert load_config(GRPOConfig, [f"experiment={name}", *extra], defaults="grpo.yaml").experiment == name
+        for extra in ([], grpo_overrides(name, [])):
+            config = load_config(GRPOConfig, [f"experiment={name}", *extra], defaults="grpo.yaml")
+            assert config.experiment == name
+        # the sampler's log-probs stand in for the old ones only where LLDS is off
+        assert (SAMPLER_OLD_LOGPROBS in grpo_overrides(name, [])) == (config.algo.llds_coef == 0)
     load_config(SFTConfig, QUICKSTART_DEFAULTS["sft"], defaults="sft.yaml")
     load_config(EvalConfig, QUICKSTART_DEFAULTS["eval"], defaults="eval.yaml")
 

@@ -29,7 +29,7 @@ QUICKSTART_DEFAULTS: dict[str, list[str]] = {
     # fits ~8 minutes of GRPO on 2 cores (docs/results/grpo-tuning.md; 12 steps since
     # continuous batching made sampling 1.5-1.8x faster per token, 8 before): more tasks per step
     # with smaller groups, no KL reference and the sampler's log-probs as old log-probs
-    # (one forward fewer each), no LLD diagnostic pass; and a std floor so groups whose
+    # (one forward fewer each; not with LLDS, see grpo_overrides), no LLD diagnostic pass; and a std floor so groups whose
     # rewards differ only by PRM-Lite's process score are not scaled to unit advantages.
     "grpo": [
         "trainer.steps=12", "trainer.tasks_per_step=8", "trainer.group_size=4",
@@ -39,6 +39,18 @@ QUICKSTART_DEFAULTS: dict[str, list[str]] = {
     "eval": ["trials=2"],
 }
 """Stage overrides the quickstart applies before the user's own (which win)."""
+SAMPLER_OLD_LOGPROBS = "trainer.old_logprobs=rollout"
+
+
+def grpo_overrides(experiment: str, user: list[str]) -> list[str]:
+    """The GRPO stage's overrides: the quickstart's, then the user's. The sampler's log-probs stand in
+    for the old ones only without LLDS, which must be exactly 0 on unchanged weights (the config
+    check refuses the pair)."""
+    from agentgrpo.train.grpo_config import GRPOConfig
+
+    base = [o for o in QUICKSTART_DEFAULTS["grpo"] if o != SAMPLER_OLD_LOGPROBS]
+    probe = load_config(GRPOConfig, [f"experiment={experiment}", *base, *user], defaults="grpo.yaml")
+    return [*base, *([SAMPLER_OLD_LOGPROBS] if probe.algo.llds_coef == 0 else []), *user]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,7 +74,8 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stage = split_overrides(list(overrides or []), STAGES)
-    stage = {name: [*QUICKSTART_DEFAULTS[name], *stage[name]] for name in STAGES}
+    stage = {name: [*QUICKSTART_DEFAULTS[name], *stage[name]] if name != "grpo"
+             else grpo_overrides(experiment, stage[name]) for name in STAGES}
     sft_config = load_config(SFTConfig, [*stage["sft"], f"run_dir={out / 'sft'}"], defaults="sft.yaml")
     grpo_config = load_config(
         GRPOConfig, [f"experiment={experiment}", *stage["grpo"], f"run_dir={out / 'grpo'}",
