@@ -81,7 +81,8 @@ def test_every_script_passes_the_dry_run(script, data_dir, tmp_path):
     assert found["agent_loop"] == "agentgrpo_airline -> agentgrpo.integrations.verl.agent_loop.AirlineAgentLoop"
     assert f"val_files {data_dir}/val.parquet (8 rows, splits validation)" in found["data"]
     assert "loss_agg_mode=token-mean" in found["actor"] and "RolloutConfig(name=vllm" in found["rollout"]
-    assert found["old_logprobs"] == "the rollout's (bypass mode)"
+    # bypass mode (old log-probs from vLLM) defaults off when λ > 0: LLDS must be 0 on unchanged weights
+    assert found["old_logprobs"] == ("recomputed by the actor" if llds > 0 else "the rollout's (bypass mode)")
 
 
 @pytest.mark.slow

@@ -36,8 +36,8 @@ def test_drop_non_finite_by_hand():
 class NaNGraderTrainer(GRPOTrainer):
     """A trainer whose grader returns NaN for the first episode of every step."""
 
-    def collect_rollouts(self, step: int) -> list[Trajectory]:
-        trajectories = super().collect_rollouts(step)
+    def collect_rollouts(self, step: int, *args, **kwargs) -> list[Trajectory]:
+        trajectories = super().collect_rollouts(step, *args, **kwargs)
         trajectories[0].outcome_reward = math.nan
         return trajectories
 
