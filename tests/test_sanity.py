@@ -53,6 +53,7 @@ PROCESS_ONLY_COLLAPSE = pytest.mark.xfail(
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive  # ~75 s per experiment on one core: pytest -m exhaustive
 @pytest.mark.parametrize("experiment", [pytest.param(name, marks=PROCESS_ONLY_COLLAPSE)
                                         if name in ("prm_lite", "joint") else name
                                         for name in available_experiments()])
