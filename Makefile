@@ -4,9 +4,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q
 TORCH ?= torch==2.13.0
-# The CPU wheel: on Linux the default index serves the multi-GB CUDA build. For CUDA set
-# TORCH_INDEX=https://download.pytorch.org/whl/cu126 (or TORCH_INDEX= for the default index).
-TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+# Where torch comes from: empty = pip's configured indexes (a machine with the CPU wheel on local
+# disk, as CI's, takes it from there). On a Linux machine without one the default index serves the
+# multi-GB CUDA build: set TORCH_INDEX=https://download.pytorch.org/whl/cpu for the CPU wheel, or
+# .../whl/cu126 for CUDA.
+TORCH_INDEX ?=
 PYTEST_ARGS ?= -n 2
 
 .PHONY: quickstart test install install-dev clean
