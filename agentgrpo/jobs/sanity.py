@@ -256,7 +256,7 @@ def format_arm(result: ArmResult) -> str:
 
 # ------------------------------------------------------------------------------- CLI
 DESCRIPTION = f"""Check that GRPO learns, with controls, on a toy domain (env.domain=toy_one_key: submit the
-key the user states, one of 4 valid keys, with one tool call, then reply), through the real
+key the user states with one tool call, then reply; 4 keys are valid, every user states the same one), through the real
 trainer. Per seed: a format warm-up (SFT on random-key demonstrations: chance = 1/4), then
 three GRPO arms:
   real     the reward must rise to >= {THRESHOLD} (mean of the last {WINDOW} steps), significantly;
