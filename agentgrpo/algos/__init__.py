@@ -11,6 +11,7 @@ imports from the rest of the package.
 from __future__ import annotations
 
 from agentgrpo.algos.advantages import (
+    DISCOUNT_UNITS,
     DiscountUnit,
     LengthNorm,
     group_advantages,
@@ -25,22 +26,24 @@ from agentgrpo.algos.llds import GATES, Gate, llds_loss, preserve_set
 from agentgrpo.algos.logprob import entropy_from_logits, logprobs_from_logits
 from agentgrpo.algos.losses import (
     AGG_MODES,
+    IMPORTANCE_LEVELS,
     KL_KINDS,
     AggMode,
     Importance,
     KLKind,
     agg_loss,
-    kl_loss,
     kl_penalty,
     masked_mean,
     policy_loss,
 )
 from agentgrpo.algos.objective import OBJECTIVE_METRICS, grpo_objective, preserve_token_count
 from agentgrpo.algos.registry import (
+    LENGTH_DIVIDING_AGGS,
     PRESETS,
     Advantages,
     EstimatorPreset,
     advantage_estimator_names,
+    check_loss_pairing,
     estimator_length_norm,
     get_advantage_estimator,
     register_advantage_estimator,
@@ -49,8 +52,11 @@ from agentgrpo.algos.segments import segment_ids, segment_sum
 
 __all__ = [
     "AGG_MODES",
+    "DISCOUNT_UNITS",
     "GATES",
+    "IMPORTANCE_LEVELS",
     "KL_KINDS",
+    "LENGTH_DIVIDING_AGGS",
     "OBJECTIVE_METRICS",
     "PRESETS",
     "Advantages",
@@ -64,13 +70,13 @@ __all__ = [
     "estimator_length_norm",
     "advantage_estimator_names",
     "agg_loss",
+    "check_loss_pairing",
     "entropy_from_logits",
     "get_advantage_estimator",
     "group_advantages",
     "group_index",
     "group_stats",
     "grpo_objective",
-    "kl_loss",
     "kl_penalty",
     "length_normalizer",
     "llds_loss",

@@ -184,10 +184,12 @@ def _turn_positions(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return segment_ids(mask)
 
 
-_DISCOUNT_UNITS: dict[str, Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]] = {
+_DISCOUNT_POSITIONS: dict[str, Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]] = {
     "token": _token_positions,
     "turn": _turn_positions,
 }
+DISCOUNT_UNITS = tuple(_DISCOUNT_POSITIONS)
+"""Positions Turn-Discount counts (``DiscountUnit``): ``token`` or ``turn``."""
 
 
 def turn_discount_weights(mask: torch.Tensor, alpha: float = 1.05,
@@ -206,12 +208,11 @@ def turn_discount_weights(mask: torch.Tensor, alpha: float = 1.05,
     """
     if not (alpha > 0 and math.isfinite(alpha)):
         raise ValueError(f"turn-discount alpha must be a finite positive number, got {alpha}")
-    if unit not in _DISCOUNT_UNITS:
-        raise ValueError(f"unknown turn_discount unit {unit!r}; "
-                         f"choose one of {sorted(_DISCOUNT_UNITS)}")
+    if unit not in _DISCOUNT_POSITIONS:
+        raise ValueError(f"unknown turn_discount unit {unit!r}; choose one of {list(DISCOUNT_UNITS)}")
     mask = mask.detach()
     active = mask.bool()
-    position, count = _DISCOUNT_UNITS[unit](mask)
+    position, count = _DISCOUNT_POSITIONS[unit](mask)
     log_alpha = math.log(alpha)
     # Exponent relative to the largest weight, from an exact integer distance: the first
     # position (k = 0) is the peak for α ≥ 1, the last (k = P−1) for α < 1.

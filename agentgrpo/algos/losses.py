@@ -159,6 +159,8 @@ _IMPORTANCE: dict[str, Callable[..., torch.Tensor]] = {
     "token": _token_log_ratio,
     "sequence": _sequence_log_ratio,
 }
+IMPORTANCE_LEVELS = tuple(_IMPORTANCE)
+"""PPO ratio levels (``Importance``): per ``token``, or GSPO's per ``sequence``."""
 
 
 def _policy_metrics(ratio, unclipped, clipped, adv, log_ratio_k1, active, clip_low, clip_high):
@@ -262,23 +264,9 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor,
     ``k1`` = x; ``k2`` = ½x²; ``k3`` (veRL's ``low_var_kl``) = ``exp(−x) + x − 1``, its
     input clamped to [−20, 20] so exp cannot overflow and its output to [−10, 10];
     ``abs`` = |x|. Aliases: ``kl`` = k1, ``mse`` = k2, ``low_var_kl`` = k3. Gradients
-    flow through ``logp`` only. Reduce with :func:`agg_loss` (or use :func:`kl_loss`).
+    flow through ``logp`` only. Reduce with :func:`agg_loss`.
     """
     if kind not in _KL_KINDS:
         raise ValueError(f"unknown KL kind {kind!r}; choose one of {sorted(_KL_KINDS)}")
     current = logp.to(torch.float64 if logp.dtype == torch.float64 else torch.float32)
     return _KL_KINDS[kind](current - as_float(ref_logp).to(current.dtype))
-
-
-def kl_loss(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor,
-            kind: KLKind | str = "k3", agg: AggMode | str = "token-mean", *,
-            num_tokens: Number | None = None, num_seqs: Number | None = None,
-            horizon: Number | None = None) -> tuple[torch.Tensor, dict]:
-    """:func:`kl_penalty` reduced by :func:`agg_loss`.
-
-    Metrics: ``{"kl": mean of the per-token estimate over active tokens}``.
-    """
-    per_token = kl_penalty(logp, ref_logp, kind)
-    loss = agg_loss(per_token, mask, agg, num_tokens=num_tokens, num_seqs=num_seqs, horizon=horizon)
-    kl_mean = masked_mean(per_token.detach(), mask.detach().bool())
-    return loss, {"kl": float(kl_mean)}

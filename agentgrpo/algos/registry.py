@@ -111,6 +111,32 @@ def estimator_length_norm(name: str) -> LengthNorm | None:
     return preset.length_norm if preset is not None else None
 
 
+LENGTH_DIVIDING_AGGS = ("token-mean", "seq-mean-token-mean")
+"""Loss aggregations that divide by the response length (or the batch's token count)."""
+
+
+def check_loss_pairing(estimator: str, loss_agg: str, *, estimator_key: str = "adv_estimator",
+                       loss_agg_key: str = "loss_agg", name_prefix: str = "") -> None:
+    """Refuse an aggregation that divides by the response length a second time.
+
+    An estimator whose token advantage already carries ``1/L`` (``grpo``) or ``1/√L``
+    (``lata``) paired with ``token-mean`` / ``seq-mean-token-mean`` divides by the length
+    twice. Every trainer calls this with its own spelling of the two settings
+    (``estimator_key``, ``loss_agg_key``, and ``name_prefix`` where the host names the
+    registry's estimators differently, e.g. veRL's ``agentgrpo_``), so the message names
+    what to change there.
+
+    Raises:
+        ValueError: one line naming both settings and the fix.
+    """
+    norm = estimator_length_norm(estimator)
+    if norm in ("linear", "sqrt") and loss_agg in LENGTH_DIVIDING_AGGS:
+        raise ValueError(
+            f"{loss_agg_key}={loss_agg} with {estimator_key}={name_prefix}{estimator} divides by the response "
+            f"length twice (the advantage already carries a {norm} length factor): set {loss_agg_key}="
+            f"seq-mean-token-sum, or {estimator_key}={name_prefix}dr_grpo")
+
+
 def _advantage_metrics(adv: torch.Tensor, token_adv: torch.Tensor, mask: torch.Tensor,
                        stats: dict[str, int]) -> dict[str, float]:
     active = mask.detach().bool()
