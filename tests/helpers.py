@@ -9,9 +9,9 @@ SMALL_ENV_OVERRIDES = [
 ]
 
 
-def small_env_config():
+def small_env_config(**overrides):
     from agentgrpo.envs.airline.factory import EnvConfig, SplitConfig
 
-    return EnvConfig(n_tasks=12, splits=SplitConfig(covered_seen=4, uncovered_seen=4, unseen=4))
+    return EnvConfig(n_tasks=12, splits=SplitConfig(covered_seen=4, uncovered_seen=4, unseen=4), **overrides)
 
 

@@ -92,6 +92,10 @@ class EnvConfig:
     """World, task and split seed of the generated source."""
     n_tasks: int = 50
     """Tasks to generate (≥ the sum of the split sizes)."""
+    train_worlds: int = 1
+    """Generated worlds training jobs (SFT's demonstrations, GRPO's tasks) draw from: world 0 is
+    ``seed``'s own, each other adds tasks of the training families from a world of its own
+    (``Domain.build_training_worlds``). Test and validation tasks never come from them."""
     compat: Literal["tau_bench", "fixed"] | None = None
     """Tool semantics: τ-bench's quirks or τ²-bench's fixes; None = the source's default."""
     world: WorldConfig = field(default_factory=WorldConfig)
@@ -105,6 +109,7 @@ class EnvConfig:
         if self.source == "tau_bench" and not self.data_dir:
             raise ValueError("env.data_dir is required when env.source=tau_bench")
         require(self.n_tasks >= 1, "env.n_tasks", self.n_tasks, "must be >= 1")
+        require(self.train_worlds >= 1, "env.train_worlds", self.train_worlds, "must be >= 1")
         total = self.splits.covered_seen + self.splits.uncovered_seen + self.splits.unseen
         if self.source == "generated" and self.n_tasks < total:
             raise ValueError(f"env.n_tasks ({self.n_tasks}) must be >= the split sizes' sum ({total})")

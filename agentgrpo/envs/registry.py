@@ -147,7 +147,9 @@ class Domain(Protocol):
 
     Every method is deterministic given its arguments: the same config builds the same
     tasks, the same ``user_seed`` plays the same scripted user. Three optional methods check
-    a config before any work: ``check_config(env_config)`` (the domain's own keys, from
+    a config before any work, and one builds more training worlds
+    (``build_training_worlds(env_config, training)``, for ``env.train_worlds`` > 1):
+    ``check_config(env_config)`` (the domain's own keys, from
     ``EnvConfig.__post_init__``), ``check_heldout(env_config, tasks_per_split)`` (an
     evaluation that draws held-out tasks) and ``check_data(env_config, prefix)`` (the files
     a job will read exist: the jobs' preflight).
@@ -249,6 +251,21 @@ def build_heldout(config: EnvConfig, split_names: Sequence[str], tasks_per_split
     """Fresh evaluation tasks of the configured domain (``Domain.build_heldout``)."""
     return get_domain(config.domain).build_heldout(config, split_names, tasks_per_split, seed=seed,
                                                    training=training)
+
+
+def build_training_worlds(config: EnvConfig, training: EnvBundle | None = None) -> list[EnvBundle]:
+    """The worlds training jobs draw tasks from: ``[build_env(config)]`` when ``env.train_worlds``
+    is 1, else the domain's optional ``build_training_worlds(config, training)`` (world 0 first;
+    ``training`` is world 0 if already built). A ConfigError naming ``env.train_worlds`` if the
+    domain has no other worlds."""
+    if config.train_worlds <= 1:
+        return [training or build_env(config)]
+    domain = get_domain(config.domain)
+    build = getattr(domain, "build_training_worlds", None)
+    if build is None:
+        raise ConfigError(f"env.train_worlds={config.train_worlds} is invalid: domain {config.domain!r} "
+                          "has one world; set env.train_worlds=1")
+    return build(config, training=training)
 
 
 def split_families(config: EnvConfig, bundle: EnvBundle) -> dict[str, list[str]]:

@@ -24,7 +24,7 @@ without demonstrations), unseen (families no training split holds), validation (
 training families, from worlds of their own, never the test worlds).
 
 An LLM user talks through a chat client that ``make_env`` is given (``user_client``;
-jobs build it once with ``agentgrpo.policy.openai_client.llm_user_client(config.user)``),
+jobs build it once with ``agentgrpo.openai_client.llm_user_client(config.user)``),
 so the environment package never imports ``agentgrpo.policy``.
 """
 from __future__ import annotations
@@ -45,10 +45,14 @@ from agentgrpo.envs.user_sim import ChatClient, LLMUser, ScriptedUser
 __all__ = [
     "DEFAULT_VALIDATION", "HELDOUT_SEED_BASE", "HELDOUT_TASKS_PER_FAMILY", "HELDOUT_WORLDS_PER_SEED", "SPLIT_NAMES",
     "TRAIN_SPLITS", "VALIDATION_SPLIT", "EnvBundle", "EnvConfig", "SplitConfig", "UserConfig", "WorldConfig",
-    "build_env", "build_heldout", "check_config", "check_heldout", "heldout_world_seed", "make_env", "split_families",
-    "validation_tasks",
+    "TRAIN_WORLD_SEED_BASE", "build_env", "build_heldout", "build_training_worlds", "check_config", "check_heldout",
+    "heldout_world_seed", "make_env", "split_families", "training_world_seed", "validation_tasks",
 ]
 
+TRAIN_WORLD_SEED_BASE = 500_000_000
+"""Seeds of the extra training worlds (``env.train_worlds`` > 1) start here: world ``w`` of
+``env.seed`` s is ``base + 10_000·s + w``, apart from every ``env.seed`` a config names in
+practice and below the held-out seeds."""
 HELDOUT_SEED_BASE = {"test": 1_000_000_000, "validation": 2_000_000_000}
 """World (and task) seeds of held-out draws start here: test worlds and validation worlds
 never share a seed, and neither meets a training world (``env.seed`` < 10**9)."""
@@ -69,6 +73,14 @@ def check_config(config: EnvConfig) -> None:
             f"must be >= 2 × env.world.n_airports ({2 * world.n_airports})")
     require(world.n_users >= 1, "env.world.n_users", world.n_users, "must be >= 1")
     require(world.n_reservations >= 0, "env.world.n_reservations", world.n_reservations, "must be >= 0")
+    if config.train_worlds > 1:
+        require(config.source == "generated", "env.train_worlds", config.train_worlds,
+                "must be 1 with env.source=tau_bench (its one world is fixed data)")
+        max_seed = (HELDOUT_SEED_BASE["test"] - TRAIN_WORLD_SEED_BASE) // HELDOUT_WORLDS_PER_SEED
+        require(config.seed < max_seed, "env.seed", config.seed,
+                f"must be < {max_seed} with env.train_worlds > 1 (the extra worlds' seeds derive from it)")
+        require(config.train_worlds <= HELDOUT_WORLDS_PER_SEED, "env.train_worlds", config.train_worlds,
+                f"must be <= {HELDOUT_WORLDS_PER_SEED}")
     require(world.n_reservations <= 3 * world.n_users, "env.world.n_reservations", world.n_reservations,
             f"must be <= 3 × env.world.n_users ({3 * world.n_users}): at most 3 reservations per user")
 
@@ -143,7 +155,7 @@ def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, m
     """One episode's environment with the configured user simulator.
 
     ``user_client``: the chat client of an LLM user (one serves every episode), e.g.
-    ``agentgrpo.policy.openai_client.llm_user_client(config.user)``; unused for scripted users.
+    ``agentgrpo.openai_client.llm_user_client(config.user)``; unused for scripted users.
     ``abort_on_endpoint_error``: a user request that fails for good ends the episode as
     ``aborted`` (NaN reward) instead of raising (see ``AirlineEnv``).
     """
@@ -151,7 +163,7 @@ def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, m
         user = ScriptedUser(task, seed=user_seed)
     elif user_client is None:
         raise ConfigError("env.user.kind=llm needs a chat client: pass user_client="
-                          "agentgrpo.policy.openai_client.llm_user_client(config.user) to make_env")
+                          "agentgrpo.openai_client.llm_user_client(config.user) to make_env")
     else:
         user = LLMUser(task, user_client, temperature=config.user_temperature, seed=user_seed)
     return AirlineEnv(bundle.domain, task, user, max_steps=max_steps, abort_on_endpoint_error=abort_on_endpoint_error)
@@ -171,6 +183,37 @@ def split_families(bundle: EnvBundle) -> dict[str, list[str]]:
     trained = covered | {task.family for task in bundle.splits["uncovered_seen"]}
     return {"covered_seen": sorted(covered), "uncovered_seen": sorted(trained - covered),
             "unseen": sorted(set(FAMILY_NAMES) - trained), VALIDATION_SPLIT: sorted(trained)}
+
+
+def training_world_seed(seed: int, world: int) -> int:
+    """Seed of training world ``world`` of ``env.seed`` ``seed``: world 0 is ``seed``'s own."""
+    return seed if world == 0 else TRAIN_WORLD_SEED_BASE + HELDOUT_WORLDS_PER_SEED * seed + world
+
+
+def build_training_worlds(config: EnvConfig, training: EnvBundle | None = None) -> list[EnvBundle]:
+    """``config.train_worlds`` worlds to train in: world 0 is ``build_env(config)`` (``training``
+    if given); each other world (seed ``training_world_seed``) adds ``HELDOUT_TASKS_PER_FAMILY``
+    verified tasks of every training family, labelled covered_seen or uncovered_seen as
+    ``split_families`` of world 0 labels their family. Tasks of families no training split
+    holds are left out, and only world 0 has unseen and validation tasks, so the test and
+    validation sets do not change with ``train_worlds``. Training on many worlds is what lets a
+    policy learn to read ids it has never seen instead of memorising one world's."""
+    base = training or build_env(config)
+    if config.train_worlds <= 1:
+        return [base]
+    families = split_families(base)
+    bundles = [base]
+    for world in range(1, config.train_worlds):
+        world_seed = training_world_seed(config.seed, world)
+        domain = _world_domain(config, world_seed, "training")
+        splits: dict[str, list[Task]] = {name: [] for name in (*SPLIT_NAMES, VALIDATION_SPLIT)}
+        for task in domain.tasks:
+            for name in TRAIN_SPLITS:
+                if task.family in families[name]:
+                    task.split = name
+                    splits[name].append(task)
+        bundles.append(EnvBundle(domain=domain, splits=splits, world_seed=world_seed))
+    return bundles
 
 
 def heldout_world_seed(split: str, seed: int, world: int) -> int:
@@ -211,7 +254,7 @@ def build_heldout(config: EnvConfig, split_names: Sequence[str], tasks_per_split
             require(world < HELDOUT_WORLDS_PER_SEED, "tasks_per_split", tasks_per_split,
                     "is more than the held-out worlds of one seed hold")
             world_seed = heldout_world_seed(names[0], seed, world)
-            domain = _heldout_domain(config, world_seed)
+            domain = _world_domain(config, world_seed, "held-out")
             splits: dict[str, list[Task]] = {n: [] for n in names}
             for task in domain.tasks:
                 for name in names:
@@ -224,12 +267,13 @@ def build_heldout(config: EnvConfig, split_names: Sequence[str], tasks_per_split
     return bundles
 
 
-def _heldout_domain(config: EnvConfig, world_seed: int) -> AirlineDomain:
-    """One held-out world with ``HELDOUT_TASKS_PER_FAMILY`` verified tasks of every family."""
+def _world_domain(config: EnvConfig, world_seed: int, kind: str) -> AirlineDomain:
+    """One generated world of ``config.world``'s sizes with ``HELDOUT_TASKS_PER_FAMILY`` verified
+    tasks of every family (a held-out or an extra training world)."""
     try:
         return generate_domain(seed=world_seed, n_tasks=HELDOUT_TASKS_PER_FAMILY * len(FAMILY_NAMES),
                                compat=config.compat or "fixed", n_airports=config.world.n_airports,
                                n_flights=config.world.n_flights, n_users=config.world.n_users,
                                n_reservations=config.world.n_reservations)
     except ValueError as e:  # a world too small for a family
-        raise ConfigError(f"env.world (held-out world {world_seed}): {e}") from e
+        raise ConfigError(f"env.world ({kind} world {world_seed}): {e}") from e

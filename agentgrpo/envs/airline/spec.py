@@ -51,6 +51,9 @@ class AirlineDomainSpec:
                       training: EnvBundle | None = None) -> list[EnvBundle]:
         return factory.build_heldout(config, split_names, tasks_per_split, seed=seed, training=training)
 
+    def build_training_worlds(self, config: EnvConfig, training: EnvBundle | None = None) -> list[EnvBundle]:
+        return factory.build_training_worlds(config, training=training)
+
     def split_families(self, bundle: EnvBundle) -> dict[str, list[str]]:
         return factory.split_families(bundle)
 
