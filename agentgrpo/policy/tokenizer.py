@@ -63,11 +63,15 @@ Schemas passed as ``tools=`` are ignored: ``ChatFormat`` puts them in the system
 
 _MARKERS = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS + TOOL_TOKENS))
 
-PRE_TOKENIZER_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?[\p{L}\p{N}_]+| ?[^\s\p{L}\p{N}_]+|\s+(?!\S)|\s+"""
-"""GPT-2's split, except that letters, digits and underscores form one word. Identifiers
-(``get_user_details``, ``credit_card_9201427``, ``HAT011``) can then become single tokens:
-transcripts get ~17% shorter and copying an id from an observation is one token, which a
-few-million-parameter policy learns far more easily than a five-piece copy."""
+PRE_TOKENIZER_PATTERN = (
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{Lu}?[\p{Ll}_]+| ?\p{Lu}| ?\p{N}| ?[^\s\p{L}\p{N}_]+|\s+(?!\S)|\s+"""
+)
+"""GPT-2's split, changed so that every world's ids tokenize alike: a digit is a piece of its own,
+and so is an upper-case letter not followed by lower-case ones (``0KEWFW`` is six pieces,
+``HAT011`` six, ``Mia`` one); lower-case letters and underscores form one word, so tool names,
+argument keys and enum values (``get_user_details``, ``basic_economy``) can still be single
+tokens. A tokenizer whose merges joined a world's ids (its user names, its reservation
+codes) would give a policy trained there one-token copies it cannot make in a new world."""
 
 
 def _pieces_without_markers(texts: Iterable[str]) -> Iterator[str]:
@@ -127,37 +131,63 @@ def train_tokenizer(
 
 
 def domain_corpus(
-    domain: Any, extra_texts: Iterable[str] = (), max_records: int = 200
+    domains: Any, extra_texts: Iterable[str] = (), max_records: int = 200
 ) -> list[str]:
-    """The text a domain tokenizer is trained on.
+    """The text a domain tokenizer is trained on, with every world's identifiers taken out.
 
-    ``domain`` is an ``AirlineDomain`` (``policy``, ``tool_schemas()``, ``tasks``,
-    ``new_state()``, ``execute``). Records are printed by the domain's own read tools, so
-    the tokenizer sees exactly the observations the policy will read; at most
-    ``max_records`` per table, spread evenly over the sorted keys (deterministic).
+    ``domains`` is an ``AirlineDomain`` (``policy``, ``tool_schemas()``, ``tasks``,
+    ``new_state()``, ``execute``) or a sequence of them (the training worlds). Records are
+    printed by the domain's own read tools, so the tokenizer sees exactly the observations the
+    policy will read; at most ``max_records`` per table over all worlds, spread evenly over each
+    world's sorted keys (deterministic). User, reservation and payment ids and e-mail addresses
+    are deleted from every text, ``extra_texts`` included: no merge can then be learned from
+    one world's ids, so ids of every world tokenize the same way (see ``PRE_TOKENIZER_PATTERN``).
     """
-    schemas = domain.tool_schemas()
-    texts = [domain.policy, build_system_prompt(domain.policy, schemas)]
+    worlds = list(domains) if isinstance(domains, (list, tuple)) else [domains]
+    first = worlds[0]
+    schemas = first.tool_schemas()
+    texts = [first.policy, build_system_prompt(first.policy, schemas)]
     texts += [json.dumps(schema, ensure_ascii=False) for schema in schemas]
-    state = domain.new_state()
-    data = state.materialize()
-    for user_id in _spread(sorted(data["users"]), max_records):
-        texts.append(domain.execute(state, "get_user_details", {"user_id": user_id}))
-    for reservation_id in _spread(sorted(data["reservations"]), max_records):
-        texts.append(
-            domain.execute(state, "get_reservation_details", {"reservation_id": reservation_id})
-        )
-    searched = set()
-    for number in _spread(sorted(data["flights"]), max_records):
-        query = _bookable_search(data["flights"][number])
-        if query is not None and query not in searched:
-            searched.add(query)
-            origin, destination, date = query
-            query_args = {"origin": origin, "destination": destination, "date": date}
-            texts.append(domain.execute(state, "search_direct_flight", query_args))
-    texts += [task.instruction for task in domain.tasks]
+    per_world = -(-max_records // len(worlds))
+    identifiers: set[str] = set()
+    for domain in worlds:
+        state = domain.new_state()
+        data = state.materialize()
+        identifiers |= world_identifiers(data)
+        for user_id in _spread(sorted(data["users"]), per_world):
+            texts.append(domain.execute(state, "get_user_details", {"user_id": user_id}))
+        for reservation_id in _spread(sorted(data["reservations"]), per_world):
+            texts.append(
+                domain.execute(state, "get_reservation_details", {"reservation_id": reservation_id})
+            )
+        searched = set()
+        for number in _spread(sorted(data["flights"]), per_world):
+            query = _bookable_search(data["flights"][number])
+            if query is not None and query not in searched:
+                searched.add(query)
+                origin, destination, date = query
+                query_args = {"origin": origin, "destination": destination, "date": date}
+                texts.append(domain.execute(state, "search_direct_flight", query_args))
+        texts += [task.instruction for task in domain.tasks]
     texts += list(extra_texts)
-    return texts
+    return [_without_identifiers(text, identifiers) for text in texts]
+
+
+def world_identifiers(data: dict[str, Any]) -> set[str]:
+    """A world's own identifiers: user, reservation and payment-method ids and e-mail addresses."""
+    found = set(data["users"]) | set(data["reservations"])
+    for user in data["users"].values():
+        found |= set(user.get("payment_methods", {}))
+        if user.get("email"):
+            found.add(user["email"])
+    return found
+
+
+_WORDLIKE = re.compile(r"[\w.@-]+")
+
+
+def _without_identifiers(text: str, identifiers: set[str]) -> str:
+    return _WORDLIKE.sub(lambda m: "" if m.group() in identifiers else m.group(), text)
 
 
 def _spread(keys: Sequence[str], limit: int) -> list[str]:

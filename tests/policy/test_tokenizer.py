@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import math
+import re
+import statistics
 
 import pytest
 from hypothesis import given, settings
@@ -9,29 +12,36 @@ from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
 from agentgrpo.agent.chat import build_system_prompt
-from agentgrpo.policy.tokenizer import domain_corpus, train_tokenizer
+from agentgrpo.envs.config import EnvConfig, WorldConfig
+from agentgrpo.envs.registry import build_heldout, build_training_worlds
+from agentgrpo.policy.tokenizer import domain_corpus, train_tokenizer, world_identifiers
+
+
+VOCAB = 1024
+"""Fewer tokens than one world's text supports: with ids taken out and digits split, a world's
+corpus runs out of merges near 1,800."""
 
 
 @pytest.fixture(scope="module")
 def tokenizer(corpus):
-    return train_tokenizer(corpus, vocab_size=4096)
+    return train_tokenizer(corpus, vocab_size=VOCAB)
 
 
 def test_vocabulary_size_and_special_tokens(tokenizer):
-    assert len(tokenizer) == 4096
+    assert len(tokenizer) == VOCAB
     assert tokenizer.convert_tokens_to_ids(["<|endoftext|>", "<|im_start|>", "<|im_end|>"]) == [0, 1, 2]
     special = (tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token)
     assert special == ("<|endoftext|>", "<|im_end|>", "<|endoftext|>")
     # the two tool-call tags are the last two ids, single tokens, and not special
-    assert tokenizer.convert_tokens_to_ids(["<tool_call>", "</tool_call>"]) == [4094, 4095]
+    assert tokenizer.convert_tokens_to_ids(["<tool_call>", "</tool_call>"]) == [VOCAB - 2, VOCAB - 1]
     assert "<tool_call>" not in tokenizer.all_special_tokens
     ids = tokenizer.encode("<tool_call>\n{}\n</tool_call><|im_end|>", add_special_tokens=False)
-    assert ids[0] == 4094 and ids[-2:] == [4095, 2]
+    assert ids[0] == VOCAB - 2 and ids[-2:] == [VOCAB - 1, 2]
     assert tokenizer.decode(ids, skip_special_tokens=True) == "<tool_call>\n{}\n</tool_call>"
 
 
 def test_training_is_deterministic(corpus, tokenizer):
-    again = train_tokenizer(corpus, vocab_size=4096)
+    again = train_tokenizer(corpus, vocab_size=VOCAB)
     assert again.backend_tokenizer.to_str() == tokenizer.backend_tokenizer.to_str()
 
 
@@ -57,7 +67,7 @@ def test_byte_level_round_trip(tokenizer, text):
 def test_save_and_load_with_auto_tokenizer(tokenizer, tmp_path):
     tokenizer.save_pretrained(tmp_path)
     loaded = AutoTokenizer.from_pretrained(tmp_path)
-    assert len(loaded) == 4096 and loaded.eos_token == "<|im_end|>" and loaded.pad_token_id == 0
+    assert len(loaded) == VOCAB and loaded.eos_token == "<|im_end|>" and loaded.pad_token_id == 0
     text = '<|im_start|>user\nHi<|im_end|>\n<tool_call>\n{"name": "think"}\n</tool_call>'
     assert loaded.encode(text, add_special_tokens=False) == tokenizer.encode(text, add_special_tokens=False)
     messages = [
@@ -90,20 +100,66 @@ def test_small_corpus_gives_a_smaller_vocabulary():
 
 def test_domain_corpus_contents(domain):
     state = domain.new_state()
-    users = sorted(state.materialize()["users"])
+    data = state.materialize()
+    users = sorted(data["users"])
     assert len(users) == 150
     texts = domain_corpus(domain, extra_texts=["<|im_start|>user\nhello<|im_end|>"], max_records=15)
     assert texts[0] == domain.policy
     assert build_system_prompt(domain.policy, domain.tool_schemas()) in texts
+
+    def printed(user_id):  # the record as the tool prints it, the world's ids taken out
+        record = domain.execute(state, "get_user_details", {"user_id": user_id})
+        for identifier in sorted(world_identifiers(data), key=len, reverse=True):
+            record = record.replace(f'"{identifier}"', '""')
+        return record
+
     assert json.dumps(domain.tool_schemas()[0], ensure_ascii=False) in texts
     # every 10th of the 150 users, printed by the tool itself
-    assert domain.execute(state, "get_user_details", {"user_id": users[10]}) in texts
-    assert domain.execute(state, "get_user_details", {"user_id": users[11]}) not in texts
-    printed = {domain.execute(state, "get_user_details", {"user_id": users[10 * i]}) for i in range(15)}
-    assert printed <= set(texts)
+    assert printed(users[10]) in texts and printed(users[11]) not in texts
+    assert {printed(users[10 * i]) for i in range(15)} <= set(texts)
     assert any(t.startswith("[{") and '"flight_number"' in t for t in texts)  # direct-flight searches
-    assert domain.tasks[7].instruction in texts
     assert texts[-1] == "<|im_start|>user\nhello<|im_end|>"
+    # no user, reservation or payment id nor e-mail address survives, in any text
+    corpus = "\n".join(texts)
+    assert not [i for i in world_identifiers(data) if re.search(rf"(?<![\w.@-]){re.escape(i)}(?![\w.@-])", corpus)]
+    assert printed(users[10]) != domain.execute(state, "get_user_details", {"user_id": users[10]})  # ...which it prints
+
+
+ID_KINDS = ("user", "reservation", "payment", "email")
+
+
+def _ids_by_kind(domain) -> dict[str, list[str]]:
+    data = domain.new_state().materialize()
+    return {"user": sorted(data["users"]), "reservation": sorted(data["reservations"]),
+            "payment": sorted(p for u in data["users"].values() for p in u["payment_methods"]),
+            "email": sorted(u["email"] for u in data["users"].values())}
+
+
+def test_ids_tokenize_alike_in_training_and_held_out_worlds():
+    """A policy trained in some worlds must copy the ids of others: every id kind has the same
+    distribution of tokens per id in the training worlds as in held-out worlds, and no id of a
+    training world is one token (its merges would be memorised, not read)."""
+    config = EnvConfig(train_worlds=4, world=WorldConfig(n_users=60, n_reservations=120))
+    worlds = build_training_worlds(config)
+    tokenizer = train_tokenizer(domain_corpus([w.domain for w in worlds]), vocab_size=4096)
+    heldout = build_heldout(config, ["covered_seen"], 40, training=worlds[0])
+    assert {b.world_seed for b in heldout}.isdisjoint({w.world_seed for w in worlds})
+
+    def lengths(domains, kind):  # tokens per id as it appears in a JSON string (after a quote)
+        return [len(tokenizer.encode('"' + i, add_special_tokens=False)) - 1
+                for d in domains for i in _ids_by_kind(d)[kind]]
+
+    for kind in ID_KINDS:
+        train = lengths([w.domain for w in worlds], kind)
+        held = lengths([b.domain for b in heldout], kind)
+        assert min(train) > 1, kind
+        mean_train, mean_held = statistics.mean(train), statistics.mean(held)
+        noise = 3 * math.sqrt(statistics.pvariance(train) / len(train) + statistics.pvariance(held) / len(held))
+        assert abs(mean_train - mean_held) <= max(noise, 0.05), (kind, mean_train, mean_held)
+    # the shapes that make this so: a digit and a capital are a token each, lower-case words stay whole
+    pieces = tokenizer.convert_ids_to_tokens(tokenizer.encode('"0KEWFW', add_special_tokens=False))
+    assert pieces == ['"', "0", "K", "E", "W", "F", "W"]
+    assert len(tokenizer.encode("get_user_details", add_special_tokens=False)) == 1
 
 
 def test_atomic_texts_are_one_token_each_and_survive_saving(tmp_path):
