@@ -1,0 +1,64 @@
+"""The copy check: which ids a demonstration copies, where they sit, and the accuracy on them."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample
+from agentgrpo.train.copy_check import CopyProbe, copied_values, copy_accuracy, find_copy_spans
+
+
+def _call(name, **arguments):
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": name, "arguments": arguments}}]}
+
+
+def test_copied_values_are_digit_bearing_arguments_seen_earlier():
+    messages = [
+        {"role": "system", "content": "policy with example id ZZZ999"},
+        {"role": "user", "content": "I am mia_li_3668, cancel 0KEWFW please"},
+        _call("get_user_details", user_id="mia_li_3668"),
+        {"role": "tool", "content": '{"payment_methods": {"gift_card_1234567": {}}}'},
+        _call("cancel_reservation", reservation_id="0KEWFW", reason="change_of_plan"),
+        _call("book", payment_id="gift_card_1234567", origin="JFK", guess="ABC123",
+              passengers=[{"dob": "1990-01-01"}]),
+        {"role": "user", "content": "born 1990-01-01"},
+        _call("get_reservation_details", reservation_id="ZZZ999"),  # only in the system prompt
+    ]
+    # reason/origin: no digit; ABC123: never seen; the dob appears only after the call; ZZZ999: system text
+    assert copied_values(messages) == ["mia_li_3668", "0KEWFW", "gift_card_1234567"]
+    as_json = [{**m, "tool_calls": [{"function": {"name": "f", "arguments": '{"user_id": "mia_li_3668"}'}}]}
+               if m.get("tool_calls") else m for m in messages[:3]]
+    assert copied_values(as_json) == ["mia_li_3668"]
+
+
+def test_spans_are_found_in_labelled_tokens_only_and_in_order():
+    #            0  1  2  3  4  5  6  7  8  9
+    input_ids = [5, 7, 8, 1, 7, 8, 2, 7, 8, 9]
+    labels = [IGNORE_INDEX] * 3 + input_ids[3:]  # the first "7 8" is in the prompt: not a copy
+    example = SFTExample(input_ids, labels)
+    assert find_copy_spans(example, [[7, 8], [7, 8, 9], [4, 4]]) == [(4, 6), (7, 10)]
+    assert find_copy_spans(example, [[7, 8], [7, 8]]) == [(4, 6), (7, 9)]
+
+
+class _NextIsPlusOne(torch.nn.Module):
+    """Predicts token t+1 = token t + 1: a model whose argmax is known by hand."""
+
+    def __init__(self, vocab: int = 16):
+        super().__init__()
+        self.vocab = vocab
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, input_ids):
+        logits = torch.nn.functional.one_hot((input_ids + 1) % self.vocab, self.vocab).float()
+        return type("Out", (), {"logits": logits})()
+
+
+def test_copy_accuracy_by_hand():
+    model = _NextIsPlusOne()
+    # span (2, 5) = tokens 3 4 5 after 2: all predicted; span (6, 8) = 9 1 after 7: 9 wrong (8 expected), 1 wrong
+    probes = [CopyProbe([1, 2, 3, 4, 5, 0, 9, 1, 0], [(2, 5), (6, 8)]), CopyProbe([1, 2], [])]
+    score = copy_accuracy(model, probes)
+    assert score.tokens == 5 and score.ids == 2
+    assert score.token_accuracy == pytest.approx(3 / 5) and score.id_accuracy == pytest.approx(1 / 2)
+    assert score.as_metrics() == {"sft/copy_token_acc": 0.6, "sft/copy_id_acc": 0.5, "sft/copy_ids": 2.0}
