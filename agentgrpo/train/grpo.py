@@ -283,7 +283,7 @@ class GRPOTrainer:
         advantages = self.estimator(
             batch.scores, batch.group_ids, batch.response_mask,
             norm_by_std=algo.norm_by_std, turn_discount_alpha=algo.turn_discount_alpha,
-            turn_credit=batch.turn_scores, turn_credit_mask=batch.turn_mask,
+            turn_discount_unit=algo.turn_discount_unit, turn_credit=batch.turn_scores, turn_credit_mask=batch.turn_mask,
             turn_credit_coef=algo.turn_credit_coef, eps=algo.adv_std_eps,
         )
         sign = algo.advantage_sign  # -1 only in the sanity check's negated control

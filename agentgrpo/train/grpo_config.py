@@ -10,7 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentgrpo.algos import AggMode, Gate, Importance, KLKind, advantage_estimator_names, estimator_length_norm
+from agentgrpo.algos import (
+    DISCOUNT_UNITS,
+    PRESETS,
+    AggMode,
+    DiscountUnit,
+    Gate,
+    Importance,
+    KLKind,
+    advantage_estimator_names,
+    estimator_length_norm,
+)
 from agentgrpo.config import ConfigError, require
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import SPLIT_NAMES
@@ -35,6 +45,10 @@ class AlgoConfig:
     up to unit advantages, so PRM-Lite acts as a tie-breaker (docs/results/grpo-tuning.md)."""
     turn_discount_alpha: float | None = None
     """α of Turn-Discount weights α^(L−1−k); None uses the estimator's default (1.05 where it applies)."""
+    turn_discount_unit: DiscountUnit = "token"
+    """What Turn-Discount counts (DESIGN §3.3): ``token`` (the k-th of the L response tokens
+    gets α^(L−1−k)) or ``turn`` (every token of assistant turn j of J gets α^(J−1−j): the
+    per-turn discount). Only the turn_discount estimators discount."""
     turn_credit_coef: float = 0.0
     """β of per-turn PRM credit (DESIGN §3.4, prm_credit: turn); 0 disables it."""
     clip_low: float = 0.2
@@ -68,6 +82,13 @@ class AlgoConfig:
         require(self.adv_std_eps > 0, "algo.adv_std_eps", self.adv_std_eps, "must be > 0")
         alpha = self.turn_discount_alpha
         require(alpha is None or alpha > 0, "algo.turn_discount_alpha", alpha, "must be > 0 (or null)")
+        require(self.turn_discount_unit in DISCOUNT_UNITS, "algo.turn_discount_unit", self.turn_discount_unit,
+                f"must be one of {list(DISCOUNT_UNITS)}")
+        preset = PRESETS.get(self.adv_estimator)
+        require(self.turn_discount_unit == "token" or preset is None or preset.turn_discount,
+                "algo.turn_discount_unit", self.turn_discount_unit,
+                f"has no effect with algo.adv_estimator={self.adv_estimator}, which does not discount: set "
+                "algo.adv_estimator=turn_discount (or turn_discount_lata), or algo.turn_discount_unit=token")
         require(self.turn_credit_coef >= 0, "algo.turn_credit_coef", self.turn_credit_coef, "must be >= 0")
         require(0 < self.clip_low < 1, "algo.clip_low", self.clip_low, "must be in (0, 1): the ratio is clipped "
                 "below at 1 - clip_low")
