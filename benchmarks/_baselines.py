@@ -84,7 +84,7 @@ def naive_rollout(model: torch.nn.Module, chat: ChatFormat, specs: list[EpisodeS
             body = new if end is None else new[:end]
             stats.sampled_tokens += len(body) + (end is not None)
             text = chat.decode(body)
-            _, outcome = play_turn(specs[i].env, text, chat.tool_names)
+            _, outcome = play_turn(specs[i].env, text, chat.tool_names, chat.end_markers)
             conversations[i].append({"role": "assistant", "content": text})
             turns[i] += 1
             stats.turns += 1

@@ -22,7 +22,7 @@ of re-encoding it (see its docstring for the one assumption it makes).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentgrpo.agent.format import (
@@ -31,14 +31,40 @@ from agentgrpo.agent.format import (
     TOOL_CALL_OPEN,
     ParsedAction,
     message_text,
-    openai_assistant_message,
     openai_assistant_text,
     parse_assistant,
 )
+from agentgrpo.agent.turn import recorded_text
+from agentgrpo.envs.transcript import TranscriptBuilder
+from agentgrpo.envs.types import Step
 
 Message = dict[str, Any]
 
 _PROBE = "agentgrpo-probe-7f3a"  # content no template rewrites, used to find the end-of-turn
+
+
+def transcript_from_chat(messages: Sequence[Message], parse: Callable[[str], ParsedAction]) -> list[Message]:
+    """Plain chat messages (assistant turns as Hermes text) → the OpenAI-style transcript.
+
+    Each assistant turn is parsed with ``parse`` and recorded by ``TranscriptBuilder``: a
+    call gets ``tool_calls`` with the id ``call_<k>`` (k counts the calls so far) and the
+    next tool message that ``tool_call_id``; a message to the user becomes plain content; a
+    malformed turn keeps its raw text (the tool message answering it, the error, has no
+    call id). Assistant messages that already carry ``tool_calls`` are kept as they are;
+    other messages become role/content messages.
+    """
+    builder = TranscriptBuilder()
+    for message in messages:
+        role, content = message["role"], message_text(message.get("content"))
+        if role == "assistant" and message.get("tool_calls"):
+            builder.add_message(message)
+        elif role == "assistant":
+            parsed = parse(content)
+            builder.add_assistant(Step(parsed.kind, parsed.name, dict(parsed.arguments),
+                                       text=recorded_text(parsed, content)))
+        else:
+            builder.add_reply(role, content)
+    return builder.messages
 
 
 def function_schema(tool: dict[str, Any]) -> dict[str, Any]:
@@ -99,6 +125,8 @@ class ChatFormat:
         tool_names: names the parser accepts.
         end_of_turn: the token that closes an assistant turn in this template
             (found by rendering a probe conversation, e.g. ``<|im_end|>`` for ChatML).
+        end_markers: trailing tokens a parse of generated text ignores (the common
+            end-of-turn tokens and ``end_of_turn``); pass them to ``play_turn``.
         eos_token_ids: ids that stop a generation; ``eos_token_ids[0]`` is the end-of-turn.
         pad_token_id: the tokenizer's pad id, or the end-of-turn id if it has none.
     """
@@ -127,6 +155,7 @@ class ChatFormat:
         self.system_prompt = system_prompt
         self.end_of_turn = self._find_end_of_turn()
         self.end_of_turn_id = int(tokenizer.convert_tokens_to_ids(self.end_of_turn))
+        self.end_markers: tuple[str, ...] = (*END_OF_TURN_MARKERS, self.end_of_turn)
         ids = [self.end_of_turn_id]
         if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
             ids.append(int(tokenizer.eos_token_id))
@@ -143,9 +172,9 @@ class ChatFormat:
         ]
 
     def parse(self, text: str) -> ParsedAction:
-        """``parse_assistant`` with this format's tools; its end-of-turn token is ignored too."""
-        markers = (*END_OF_TURN_MARKERS, self.end_of_turn)
-        return parse_assistant(text, self.tool_names, end_markers=markers)
+        """``parse_assistant`` with this format's tools and ``end_markers`` (the parse
+        ``play_turn(env, text, tool_names, end_markers)`` makes of a generated turn)."""
+        return parse_assistant(text, self.tool_names, end_markers=self.end_markers)
 
     def chat_messages(self, messages: Sequence[Message]) -> list[Message]:
         """OpenAI-style messages → plain role/content messages for the chat template.
@@ -166,38 +195,11 @@ class ChatFormat:
     def openai_messages(self, messages: Sequence[Message]) -> list[Message]:
         """Plain chat messages → OpenAI-style messages (the inverse of ``chat_messages``).
 
-        Each well-formed tool-call turn gets ``tool_calls`` with the id ``call_<k>`` (k
-        counts calls in the conversation) and the next tool message gets that
-        ``tool_call_id``; messages to the user become plain content; malformed turns keep
-        their raw text (the tool message answering them, the error, has no call id).
-        Messages that already carry ``tool_calls`` are kept as they are.
+        Each assistant turn is parsed with :meth:`parse` and recorded as
+        ``transcript_from_chat`` says (the one transcript builder,
+        ``agentgrpo.envs.transcript``).
         """
-        converted: list[Message] = []
-        pending: dict[str, Any] | None = None  # the call the next tool message answers
-        calls = 0
-        for message in messages:
-            role, content = message["role"], message_text(message.get("content"))
-            if role == "assistant":
-                if message.get("tool_calls"):
-                    out = dict(message)
-                else:
-                    parsed = self.parse(content)
-                    if parsed.kind == "invalid":
-                        out = {"role": "assistant", "content": content}
-                    else:
-                        out = openai_assistant_message(parsed, call_id=f"call_{calls}")
-                calls += len(out.get("tool_calls") or [])
-                pending = (out.get("tool_calls") or [None])[0]
-                converted.append(out)
-            elif role == "tool" and isinstance(pending, dict):
-                function = pending.get("function") or {}
-                converted.append({"role": "tool", "tool_call_id": pending.get("id"),
-                                  "name": function.get("name"), "content": content})
-                pending = None
-            else:
-                converted.append({"role": role, "content": content})
-                pending = None
-        return converted
+        return transcript_from_chat(messages, self.parse)
 
     # -- text and tokens ----------------------------------------------------------------
     def render(self, messages: Sequence[Message], add_generation_prompt: bool) -> str:

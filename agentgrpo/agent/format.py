@@ -23,7 +23,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgrpo.envs.types import INVALID, RESPOND, Action, StepKind
+from agentgrpo.envs.types import INVALID, RESPOND, Action, StepKind, error_observation
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -56,8 +56,9 @@ class ParsedAction:
 
     @property
     def observation(self) -> str:
-        """The error observation the policy sees for an invalid turn (``""`` otherwise)."""
-        return f"Error: {self.error}" if self.error is not None else ""
+        """The error observation the policy sees for an invalid turn (``""`` otherwise),
+        as the environment writes it (``agentgrpo.envs.types.error_observation``)."""
+        return error_observation(self.error) if self.error is not None else ""
 
     def to_action(self) -> Action | None:
         """The environment action (``None`` for an invalid turn: it never reaches the env)."""

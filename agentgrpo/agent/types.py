@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentgrpo.envs.transcript import build_transcript, opening_of
+
 if TYPE_CHECKING:  # annotations only: Step lives with the environment types
     from agentgrpo.envs.types import Step, Termination
 
@@ -39,8 +41,10 @@ class Trajectory:
         turns and the observation/user segments appended between them.
     response_mask: 1 on tokens the policy generated (assistant turns), else 0.
     logprobs: sampling log-probs aligned with ``token_ids`` (0.0 where mask is 0).
-    messages: the transcript as OpenAI-style chat messages (system, user,
-        assistant with ``tool_calls``, tool), for PRM-Lite, JSONL dumps and people.
+    messages: the conversation as the policy saw it, as OpenAI-style chat messages
+        (system, user, assistant with ``tool_calls``, tool): what ``token_ids`` encode.
+        An answer that ended the episode was never shown, so it is not there; the
+        complete record is :attr:`transcript`.
     """
 
     task_id: str
@@ -62,6 +66,13 @@ class Trajectory:
     def reward(self) -> float:
         """Outcome plus whatever process reward the scorer folded in (see rewards/)."""
         return self.info.get("total_reward", self.outcome_reward)
+
+    @property
+    def transcript(self) -> list[dict[str, Any]]:
+        """The complete record: the opening of ``messages`` and every step with its
+        observation (``agentgrpo.envs.transcript``), which reads back as exactly ``steps``.
+        This is what evaluation logs, TRL's reward and veRL's reward score."""
+        return build_transcript(opening_of(self.messages), self.steps)
 
     @property
     def num_response_tokens(self) -> int:

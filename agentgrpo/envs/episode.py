@@ -14,17 +14,18 @@ arguments) is just an error observation from ``domain.execute``.
 ``agentgrpo.envs.turn.apply_turn`` (the turn of the rollout engine and the veRL episode:
 a malformed action, e.g. an unknown tool, never reaches the environment but counts
 towards ``max_steps``), and records it as OpenAI-style chat messages (system = the
-policy, user, assistant with ``tool_calls``, tool): the format of the CLI's transcripts
-and of the SFT data.
+policy, user, assistant with ``tool_calls``, tool; written by
+``agentgrpo.envs.transcript.TranscriptBuilder``, so a malformed turn is its text answered
+by the error, not a call): the format of the CLI's transcripts and of the SFT data.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from agentgrpo.config import EndpointError
+from agentgrpo.envs.transcript import TranscriptBuilder
 from agentgrpo.envs.turn import action_error, apply_turn
 from agentgrpo.envs.types import ABORTED, USER_STOP, Action, Step, StepResult, Task, Termination
 
@@ -145,18 +146,11 @@ class EpisodeResult:
                 "steps": [asdict(s) for s in self.steps], "info": self.info}
 
 
-def _tool_call_message(text: str, call_id: str, action: Action) -> dict[str, Any]:
-    arguments = json.dumps(action.kwargs, default=str) if isinstance(action.kwargs, dict) else "{}"
-    return {"role": "assistant", "content": text,
-            "tool_calls": [{"id": call_id, "type": "function",
-                            "function": {"name": str(action.name), "arguments": arguments}}]}
-
-
 def run_episode(env: DomainEnv, agent: Agent) -> EpisodeResult:
     """Play ``agent`` against ``env`` until the episode ends and record everything."""
     observation = env.reset()
-    messages: list[dict[str, Any]] = [{"role": "system", "content": env.domain.policy},
-                                      {"role": "user", "content": observation}]
+    transcript = TranscriptBuilder([{"role": "system", "content": env.domain.policy},
+                                    {"role": "user", "content": observation}])
     actions: list[Action] = []
     steps: list[Step] = []
     while not env.done:
@@ -167,15 +161,8 @@ def run_episode(env: DomainEnv, agent: Agent) -> EpisodeResult:
         actions.append(action)
         steps.append(step)
         observation = step.observation
-        if step.kind == "respond":
-            messages += [{"role": "assistant", "content": step.text},
-                         {"role": "user", "content": observation}]
-        else:
-            call_id = f"call_{len(steps) - 1}"
-            messages += [_tool_call_message(text, call_id, action),
-                         {"role": "tool", "tool_call_id": call_id, "name": str(action.name),
-                          "content": observation}]
+        transcript.add(step, call_id=f"call_{len(steps) - 1}")  # ids by turn: the recorded SFT data's
         if not env.done and len(steps) >= env.max_steps:  # malformed turns count too
             env.finish("max_turns")
-    return EpisodeResult(env.task.task_id, env.task.family, env.reward, env.termination, messages, actions, steps,
-                         dict(env.info))
+    return EpisodeResult(env.task.task_id, env.task.family, env.reward, env.termination, transcript.messages,
+                         actions, steps, dict(env.info))

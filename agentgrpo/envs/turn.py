@@ -6,7 +6,8 @@ and what counts as an error:
 
 * a **malformed** turn (``action=None``: bad tool-call syntax, an unknown tool,
   arguments that are not an object) never reaches the environment. Its observation is
-  ``"Error: <why>"`` and its step is ``invalid`` with ``error=True``;
+  ``"Error: <why>"`` (:func:`~agentgrpo.envs.types.error_observation`) and its step is
+  ``invalid`` with ``error=True``;
 * a **message** to the user (``respond``) goes to the environment, which answers with the
   user's reply; it is never an error;
 * a **tool call** goes to the environment; it is an error iff the observation starts with
@@ -23,7 +24,15 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
-from agentgrpo.envs.types import ERROR_PREFIX, INVALID, RESPOND, Action, Step, StepResult, is_error_observation
+from agentgrpo.envs.types import (
+    INVALID,
+    RESPOND,
+    Action,
+    Step,
+    StepResult,
+    error_observation,
+    is_error_observation,
+)
 
 _MAX_QUOTED = 60  # characters of a bad tool name echoed back in an error
 
@@ -67,7 +76,7 @@ def apply_turn(env: TurnEnv, action: Action | None, text: str = "", error: str |
         error: Why a malformed turn is malformed (shown as ``"Error: <error>"``).
     """
     if action is None:
-        observation = f"{ERROR_PREFIX}{error or 'malformed turn.'}"
+        observation = error_observation(error or "malformed turn.")
         return TurnOutcome(Step(INVALID, INVALID, {}, observation, text=text, error=True), None)
     result = env.step(action)
     if action.is_respond:

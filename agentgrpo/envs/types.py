@@ -28,8 +28,19 @@ so the episode has no grade and a NaN reward (evaluation and training leave it o
 ABORTED = "aborted"
 
 
+def error_observation(reason: str) -> str:
+    """The observation of a failed turn: ``"Error: <reason>"``. Every error the environment
+    shows the policy (a tool's failure, a malformed turn) is written by this function."""
+    return f"{ERROR_PREFIX}{reason}"
+
+
 def is_error_observation(observation: str) -> bool:
-    """Whether a tool's observation reports a failure: it starts with ``"Error: "``."""
+    """Whether an observation reports a failure: it starts with ``"Error: "`` exactly.
+
+    The one rule for our own episodes: the environment writes every error with
+    :func:`error_observation`, and a turn's ``Step.error`` records this rule's verdict.
+    (Transcripts from elsewhere may be looser: ``agentgrpo.rewards.messages.looks_like_error_text``.)
+    """
     return observation.startswith(ERROR_PREFIX)
 
 
@@ -133,7 +144,10 @@ class Step:
     arguments: tool arguments (``{"content": text}`` for respond; ``{}`` if invalid).
     observation: tool output, the user's reply, or the error shown to the policy.
     text: the assistant's free text around the call (its visible reasoning).
-    error: the turn was malformed (invalid) or the tool returned ``"Error: ..."``.
+    error: the turn was malformed (invalid) or the tool failed. Left out (``None``), it is
+        decided once, at construction, by the environment's rule: ``invalid``, or a tool
+        call whose observation ``is_error_observation``. It is a bool from then on, and
+        every reader (the error rate, PRM-Lite) takes this record as it is.
     """
 
     kind: StepKind
@@ -141,7 +155,12 @@ class Step:
     arguments: dict[str, Any] = field(default_factory=dict)
     observation: str = ""
     text: str = ""
-    error: bool = False
+    error: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.error is None:
+            self.error = self.kind == INVALID or (
+                self.kind == "tool" and is_error_observation(self.observation))
 
     @property
     def is_think(self) -> bool:

@@ -253,8 +253,8 @@ def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[
             trajectories = engine.run(specs, seed=config.seed + start)
         for job, traj in zip(chunk, trajectories):
             if traj.termination == ABORTED:
-                done(_aborted(job, traj.info.get("error"), traj.messages))
+                done(_aborted(job, traj.info.get("error"), traj.transcript))
                 continue
             done(EpisodeRecord(job.task.task_id, job.split, job.task.family, job.trial, traj.outcome_reward,
-                               traj.has_error, [t.num_tokens for t in traj.turns], traj.termination, traj.messages,
+                               traj.has_error, [t.num_tokens for t in traj.turns], traj.termination, traj.transcript,
                                user_seed=job.user_seed, process_score=PRM.score_trajectory(traj).process_score))

@@ -83,10 +83,10 @@ def episode_records(results: list[TauBenchResult], tasks: Mapping[str, EvalTask]
     records = []
     for r in results:
         ours, known = r.ours, tasks.get(r.key) if tasks else None
-        steps = parse_messages(r.traj).steps
+        steps = parse_messages(r.traj, foreign=True).steps
         process = ours.get("process_score")
         if process is None and steps and not r.aborted:
-            process = prm.score_messages(r.traj).process_score
+            process = prm.score_messages(r.traj, foreign=True).process_score
         records.append(EpisodeRecord(
             task_id=r.key, split=ours.get("split") or (known.split if known else UNKNOWN_SPLIT),
             family=ours.get("family") or (known.task.family if known else "unknown"), trial=r.trial,

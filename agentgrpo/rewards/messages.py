@@ -15,19 +15,23 @@ Mapping (docs/prm_lite.md, "What is a step"):
 - unparsable ``arguments`` (bad JSON, not an object) or a missing name give an
   ``invalid`` step (``error=True``), and so does an assistant message without calls
   that a ``tool`` message answers (a malformed turn kept as raw text, as
-  ``agentgrpo.agent.chat.ChatFormat.openai_messages`` stores it); a tool output
-  starting with ``Error:`` sets ``error`` on its step;
+  ``agentgrpo.envs.transcript.TranscriptBuilder`` records one); a tool output that
+  reports a failure sets ``error`` on its step. Our transcripts are judged by the
+  environment's own rule (``agentgrpo.envs.types.is_error_observation``: the exact
+  ``"Error: "`` prefix), so a transcript we recorded reads back as exactly its recorded
+  steps; ``foreign=True`` (transcripts another program wrote, e.g. τ-bench result files)
+  uses :func:`looks_like_error_text` instead;
 - user messages before the first assistant message are the *opening*: the data
   chain may cite entities from them (the user often gives ids there).
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgrpo.envs.types import Step
+from agentgrpo.envs.types import Step, is_error_observation
 
 
 @dataclass
@@ -77,8 +81,13 @@ def _text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def is_error_observation(observation: str) -> bool:
-    """Tools report failures as ``"Error: ..."`` (τ-bench and our environment)."""
+def looks_like_error_text(observation: str) -> bool:
+    """The tolerant error rule for transcripts that did not come from our environment:
+    ``error:`` in any case after leading whitespace (``"  ERROR: ..."``, ``"error:..."``).
+
+    Only ``parse_messages(..., foreign=True)`` uses it; our own episodes are judged by
+    ``agentgrpo.envs.types.is_error_observation`` alone.
+    """
     return observation.lstrip()[:6].lower() == "error:"
 
 
@@ -110,7 +119,8 @@ def step_from_tool_call(call: Mapping[str, Any], text: str = "") -> Step:
 class _Builder:
     """Walks the messages once, keeping track of calls that await their output."""
 
-    def __init__(self) -> None:
+    def __init__(self, is_error: Callable[[str], bool]) -> None:
+        self.is_error = is_error
         self.out = Conversation()
         self.pending: list[tuple[Any, int]] = []  # (tool_call_id, step index)
         self.respond_index: int | None = None     # respond step awaiting the user
@@ -142,7 +152,7 @@ class _Builder:
         step = self.out.steps[index]
         step.observation = _text(message.get("content"))
         if step.kind == "tool":
-            step.error = is_error_observation(step.observation)
+            step.error = self.is_error(step.observation)
 
     def _tool_after_plain_message(self, message: Mapping[str, Any]) -> None:
         """A tool message can only answer a call; right after an assistant message with
@@ -171,9 +181,14 @@ class _Builder:
         self.out.turn_of_step.append(turn)
 
 
-def parse_messages(transcript: Any) -> Conversation:
-    """Steps, opening user messages and turn indices of a chat transcript."""
-    builder = _Builder()
+def parse_messages(transcript: Any, foreign: bool = False) -> Conversation:
+    """Steps, opening user messages and turn indices of a chat transcript.
+
+    ``foreign``: the transcript was written by another program (not our environment), so
+    a tool output counts as an error by :func:`looks_like_error_text`, not by the
+    environment's exact ``"Error: "`` prefix.
+    """
+    builder = _Builder(looks_like_error_text if foreign else is_error_observation)
     turn = -1
     for raw in _message_list(transcript):
         message = _as_dict(raw)
@@ -200,6 +215,6 @@ def opening_messages(transcript: Any) -> list[str]:
     return opening
 
 
-def steps_from_messages(transcript: Any) -> list[Step]:
+def steps_from_messages(transcript: Any, foreign: bool = False) -> list[Step]:
     """The agent's steps in a chat transcript (see the module docstring)."""
-    return parse_messages(transcript).steps
+    return parse_messages(transcript, foreign).steps

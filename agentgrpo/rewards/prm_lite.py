@@ -26,11 +26,7 @@ from typing import Any
 from agentgrpo.envs.types import Step
 from agentgrpo.rewards.config import RULE_IDS, PRMLiteConfig
 from agentgrpo.rewards.entities import Entity, EntityMatcher, occurs_as_token
-from agentgrpo.rewards.messages import (
-    is_error_observation,
-    opening_messages,
-    parse_messages,
-)
+from agentgrpo.rewards.messages import opening_messages, parse_messages
 from agentgrpo.rewards.outcome import DEFAULT_PROCESS_COEF, combine_rewards
 
 __all__ = ["PRMLite", "PRMLiteConfig", "PRMResult"]
@@ -151,14 +147,20 @@ class PRMLite:
         (entities the user gave there count for the data chain)."""
         return self._score(list(steps), opening, list(range(len(steps))))
 
-    def score_messages(self, messages: Any) -> PRMResult:
-        """Score an OpenAI-style transcript (or a τ-bench result with ``traj``)."""
-        conversation = parse_messages(messages)
+    def score_messages(self, messages: Any, foreign: bool = False) -> PRMResult:
+        """Score an OpenAI-style transcript (or a τ-bench result with ``traj``).
+
+        ``foreign``: another program wrote it, so tool errors are recognised by the tolerant
+        rule (``agentgrpo.rewards.messages.parse_messages``); our own transcripts read back as
+        exactly their recorded steps and score as ``score_steps`` on those.
+        """
+        conversation = parse_messages(messages, foreign)
         return self._score(conversation.steps, conversation.opening, conversation.turn_of_step)
 
     def score_trajectory(self, trajectory: Any) -> PRMResult:
         """Score a rollout ``Trajectory``: its ``steps`` (1:1 with its turns, with the
-        rollout's own error flags) and the opening user messages of its transcript."""
+        rollout's own error flags) and the opening user messages of its transcript. The
+        same as ``score_messages(trajectory.transcript)``, which reads back as these steps."""
         opening = opening_messages(trajectory.messages) if trajectory.messages else []
         return self.score_steps(trajectory.steps, opening)
 
@@ -187,8 +189,9 @@ class PRMLite:
         else:
             cls, signature = "invalid", ("invalid",)
         text_len = len(assistant_text(step).strip())
-        errored = step.error or step.kind == "invalid" or (
-            step.kind == "tool" and is_error_observation(step.observation))
+        # the step's own record decides (the environment's rule, applied when the turn was
+        # played or the transcript read); a malformed turn is an error whatever its flag
+        errored = step.error or step.kind == "invalid"
         return _Facts(cls, cls == "think", errored, signature, text_len,
                       (step.observation or "").strip())
 
@@ -309,6 +312,7 @@ class PRMLite:
         if fact.cls == "write":
             walk.confirmed = False
         if step.kind == "respond" and self.is_confirmation(step.observation):
+            if not fact.explicit_think:
             walk.confirmed = True
 
     def _think_bonus(self, facts: list[_Facts], fired: list[list[str]]) -> None:

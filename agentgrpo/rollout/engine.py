@@ -15,7 +15,10 @@ Sampling is as before: one seeded generator draws one uniform per sampled row pe
 each episode the trajectory it would get alone.
 
 What comes out is one ``Trajectory`` per episode: token ids, the response mask (1 on
-sampled tokens), sampling log-probs, turn spans, steps, the transcript, the reward.
+sampled tokens), sampling log-probs, turn spans, steps, the conversation as the policy saw
+it (``messages``, written from the steps by ``agentgrpo.envs.transcript``; an answer that
+ended the episode was never shown, so it is not there: ``Trajectory.transcript`` is the
+complete record), the reward.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.turn import play_turn
 from agentgrpo.agent.types import Trajectory, Turn
 from agentgrpo.config import require
+from agentgrpo.envs.transcript import TranscriptBuilder
 from agentgrpo.envs.types import Action, StepResult
 from agentgrpo.rollout.attention import ragged_attention
 from agentgrpo.rollout.rows import Rows
@@ -91,9 +95,10 @@ class _Live:
     """Book-keeping of one episode: its transcript, trajectory and the tokens it prefills next."""
 
     spec: EpisodeSpec
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, Any]]    # the chat messages the template renders
     traj: Trajectory
     pending: list[int]
+    transcript: TranscriptBuilder     # the same conversation, OpenAI-style, from the steps
     done: bool = False
 
 
@@ -201,7 +206,8 @@ class RolloutEngine:
         traj.token_ids = list(prompt)
         traj.response_mask = [0] * len(prompt)
         traj.logprobs = [0.0] * len(prompt)
-        ep = _Live(spec=spec, messages=messages, traj=traj, pending=list(prompt))
+        ep = _Live(spec=spec, messages=messages, traj=traj, pending=list(prompt),
+                   transcript=TranscriptBuilder(messages))
         if len(prompt) + 2 > self.config.max_total_tokens:
             self._finish(ep, spec.env.finish("token_budget"))
         return ep
@@ -246,11 +252,13 @@ class RolloutEngine:
             traj.logprobs.append(0.0)
             ep.pending.append(forced)
         text = self.chat.decode(body)
-        _, outcome = play_turn(ep.spec.env, text, self.chat.tool_names)  # malformed turns never reach it
+        # malformed turns never reach the environment
+        _, outcome = play_turn(ep.spec.env, text, self.chat.tool_names, self.chat.end_markers)
         step = outcome.step
         traj.steps.append(step)
         traj.turns.append(Turn(start=start, end=start + len(generated), step=step))
         ep.messages.append({"role": "assistant", "content": text})
+        ep.transcript.add_assistant(step)
         if outcome.done:
             self._finish(ep, outcome.result)
             return
@@ -260,6 +268,7 @@ class RolloutEngine:
         new_message = {"role": outcome.reply_role, "content": step.observation}
         delta = self.chat.encode_delta(ep.messages, [new_message])
         ep.messages.append(new_message)
+        ep.transcript.add_reply(outcome.reply_role, step.observation)
         if len(traj.token_ids) + len(delta) + 2 > cfg.max_total_tokens:  # no room for one more token
             self._finish(ep, ep.spec.env.finish("token_budget"))
             return
@@ -274,7 +283,7 @@ class RolloutEngine:
         traj.outcome_reward = float(result.reward)
         traj.termination = result.info.get("termination", "user_stop")
         traj.info.update({k: v for k, v in result.info.items() if k != "termination"})
-        traj.messages = self.chat.openai_messages(ep.messages)
+        traj.messages = ep.transcript.messages
 
 
 def _common_prefix_length(sequences: list[list[int]]) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgrpo.envs.types import ERROR_PREFIX, RESPOND, Action, Task, is_error_observation
+from agentgrpo.envs.types import RESPOND, Action, Task, error_observation, is_error_observation
 
 KEYS: tuple[str, ...] = ("amber", "birch", "cedar", "delta", "ember", "fjord", "grove", "heron")
 """The keys a toy domain draws from (its first ``n_keys``)."""
@@ -97,15 +97,15 @@ class ToyDomain:
     def execute(self, state: ToyState, name: Any, kwargs: Any) -> str:
         """Run one call on ``state``; every failure is an ``"Error: ..."`` observation and leaves it unchanged."""
         if name != SUBMIT:
-            return f"{ERROR_PREFIX}unknown tool {str(name)[:60]!r}. Available tools: {SUBMIT}."
+            return error_observation(f"unknown tool {str(name)[:60]!r}. Available tools: {SUBMIT}.")
         if not isinstance(kwargs, dict) or set(kwargs) != {"key"}:
             shown = sorted(kwargs) if isinstance(kwargs, dict) else type(kwargs).__name__
-            return f"{ERROR_PREFIX}invalid arguments for {SUBMIT}: expected exactly {{'key'}}, got {shown}."
+            return error_observation(f"invalid arguments for {SUBMIT}: expected exactly {{'key'}}, got {shown}.")
         key = kwargs["key"]
         if key not in self.keys:
-            return f"{ERROR_PREFIX}unknown key {str(key)[:60]!r}; valid keys: {', '.join(self.keys)}."
+            return error_observation(f"unknown key {str(key)[:60]!r}; valid keys: {', '.join(self.keys)}.")
         if state.submitted:
-            return f"{ERROR_PREFIX}a key was already submitted in this conversation."
+            return error_observation("a key was already submitted in this conversation.")
         state.submitted.append(key)
         return f"Key {key} submitted."
 

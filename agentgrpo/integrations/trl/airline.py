@@ -15,7 +15,9 @@ row) and the trainer, and takes back per episode
   results and customer messages, so the loss, LLDS's actions and Turn-Discount by turn
   see one run of ones per assistant turn; ``logprobs``: the sampling log-probs;
 * extra columns TRL forwards to every reward function: ``outcome`` (the grader's 0/1),
-  ``transcript`` (OpenAI-style messages, which ``PRMLiteReward`` scores) and ``termination``.
+  ``transcript`` (``Trajectory.transcript``: OpenAI-style messages that read back as the
+  recorded steps, so ``PRMLiteReward`` scores what the native trainer scores) and
+  ``termination``.
 
 ``AirlineRollout`` plays the episodes with agentgrpo's batched rollout engine on the
 trainer's own model — the same turns (``agentgrpo.agent.turn.play_turn``), environments
@@ -115,7 +117,7 @@ class AirlineRollout:
             out["env_mask"].append(list(mask))
             out["logprobs"].append(list(logprobs))
             out["outcome"].append(float(traj.outcome_reward))
-            out["transcript"].append([dict(m) for m in traj.messages])
+            out["transcript"].append(traj.transcript)  # the complete record: reads back as traj.steps
             out["termination"].append(str(traj.termination))
         return out
 

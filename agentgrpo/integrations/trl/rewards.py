@@ -8,7 +8,8 @@ it to an outcome reward with unit weights gives the seed's ``outcome + 0.3 · PR
 Completions may be conversational (lists of messages: TRL's tool loop adds ``tool``
 messages, and assistant turns may carry ``tool_calls`` or Hermes ``<tool_call>`` text)
 or plain strings. Either way they become an OpenAI-style transcript — our Hermes text
-parsed with ``agentgrpo.agent.format.parse_assistant``, a malformed turn kept as raw
+parsed with ``agentgrpo.agent.format.parse_assistant`` and recorded by the one transcript
+builder (``agentgrpo.agent.chat.transcript_from_chat``), a malformed turn kept as raw
 text (PRM-Lite counts it as an invalid step) — and ``PRMLite.score_messages`` scores
 the prompt's user messages plus the completion. Episodes of ``airline.AirlineRollout``
 come with their own OpenAI-style ``transcript`` column, which is scored as it is.
@@ -16,10 +17,12 @@ come with their own OpenAI-style ``transcript`` column, which is scored as it is
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from agentgrpo.agent.format import message_text, openai_assistant_message, parse_assistant
+from agentgrpo.agent.chat import transcript_from_chat
+from agentgrpo.agent.format import parse_assistant
 from agentgrpo.envs.registry import DEFAULT_DOMAIN, get_domain
 from agentgrpo.rewards import DEFAULT_PROCESS_COEF, PRMLite
 
@@ -34,46 +37,13 @@ def as_messages(value: Any, role: str) -> list[Message]:
 
 
 def openai_transcript(messages: Sequence[Message], tool_names: Collection[str]) -> list[Message]:
-    """Role/content messages (assistant turns as Hermes text) → OpenAI-style messages.
+    """Role/content messages (assistant turns as Hermes text) → the OpenAI-style transcript.
 
-    Assistant turns that already carry ``tool_calls`` are kept; others are parsed: a call
-    gets ``tool_calls`` (id ``call_<k>``) and the next ``tool`` message its id; a message
-    to the user stays content; a malformed turn keeps its raw text.
+    ``agentgrpo.agent.chat.transcript_from_chat`` with ``parse_assistant`` over
+    ``tool_names`` and the transcript builder every episode uses, so a turn reads back as the step
+    the engine would have recorded for it.
     """
-    transcript: list[Message] = []
-    pending: Message | None = None  # the call the next tool message answers
-    calls = 0
-    for message in messages:
-        role = message.get("role")
-        if role == "assistant" and message.get("tool_calls"):
-            transcript.append(dict(message))
-            pending = message["tool_calls"][0]
-            calls += len(message["tool_calls"])
-        elif role == "assistant":
-            text = message_text(message.get("content"))
-            parsed = parse_assistant(text, tool_names)
-            out = (
-                openai_assistant_message(parsed, call_id=f"call_{calls}")
-                if parsed.kind != "invalid"
-                else {"role": "assistant", "content": text}
-            )
-            transcript.append(out)
-            pending = out["tool_calls"][0] if out.get("tool_calls") else None
-            calls += 1 if pending else 0
-        elif role == "tool" and pending is not None:
-            transcript.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": pending.get("id"),
-                    "name": pending["function"]["name"],
-                    "content": message_text(message.get("content")),
-                }
-            )
-            pending = None
-        else:
-            transcript.append({"role": role, "content": message_text(message.get("content"))})
-            pending = None
-    return transcript
+    return transcript_from_chat(messages, functools.partial(parse_assistant, tool_names=tool_names))
 
 
 class PRMLiteReward:

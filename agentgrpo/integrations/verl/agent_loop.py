@@ -115,7 +115,7 @@ class AirlineAgentLoop(AgentLoopBase):
                 request_id, prompt_ids + tokens.ids, sampling_params, room
             )
             body = tokens.add_turn(generated[:room], logprobs, chat.eos_token_ids, room)
-            reply = await loop.run_in_executor(None, episode.act, chat.decode(body))
+            reply = await loop.run_in_executor(None, episode.act, chat.decode(body), chat.end_markers)
             if reply is None:
                 break
             delta = chat.encode_delta(episode.chat_messages[:-1], [reply])

@@ -10,8 +10,9 @@ must see. It keeps two views of the conversation:
   turns hold the raw generated text), which the agent loop turns into tokens with
   ``ChatFormat.encode_delta``;
 * ``transcript``: OpenAI-style messages (assistant ``tool_calls``, ``tool`` results with
-  ids; a malformed turn is its raw text answered by an error ``tool`` message), which
-  PRM-Lite and the reward function read.
+  ids; a malformed turn is its raw text answered by an error ``tool`` message), written
+  from the recorded steps by ``agentgrpo.envs.transcript.TranscriptBuilder`` as the
+  rollout engine writes its own, which PRM-Lite and the reward function read.
 
 Tasks are found from a dataset row's ``extra_info`` (written by ``data.py``): the task id
 and the environment config, as JSON, that rebuilds the same world in any worker. No
@@ -23,15 +24,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from agentgrpo.agent.chat import build_system_prompt
-from agentgrpo.agent.format import ParsedAction, openai_assistant_message
+from agentgrpo.agent.format import END_OF_TURN_MARKERS
 from agentgrpo.agent.turn import play_turn
 from agentgrpo.config import from_dict, to_dict
 from agentgrpo.envs.config import EnvConfig, UserConfig
 from agentgrpo.envs.registry import EnvBundle, EpisodeEnv, build_env, make_env
+from agentgrpo.envs.transcript import TranscriptBuilder
 from agentgrpo.envs.types import Step, Task
 from agentgrpo.envs.user_sim import ChatClient
 from agentgrpo.integrations.verl.settings import setting
@@ -109,7 +111,7 @@ class AirlineEpisode:
         self.max_turns = max_turns
         self.tool_names = frozenset(env.domain.tool_names)
         self.chat_messages: list[Message] = []
-        self.transcript: list[Message] = []
+        self._transcript = TranscriptBuilder()
         self.steps: list[Step] = []
 
     @classmethod
@@ -155,24 +157,31 @@ class AirlineEpisode:
             {"role": "user", "content": first},
         ]
         self.chat_messages = [dict(m) for m in opening]
-        self.transcript = [dict(m) for m in opening]
+        self._transcript = TranscriptBuilder(opening)
         self.steps = []
         return list(self.chat_messages)
 
-    def act(self, text: str) -> Message | None:
+    @property
+    def transcript(self) -> list[Message]:
+        """The episode so far as OpenAI-style messages (see the module docstring)."""
+        return self._transcript.messages
+
+    def act(self, text: str, end_markers: Collection[str] = END_OF_TURN_MARKERS) -> Message | None:
         """Play one assistant turn; returns the message the policy sees next (None when done).
 
         A malformed turn never reaches the environment: its observation is the parser's
-        error, shown as a ``tool`` message so the policy can recover.
+        error, shown as a ``tool`` message so the policy can recover. ``end_markers``:
+        trailing end-of-turn tokens to ignore (the agent loop passes its
+        ``ChatFormat.end_markers``).
         """
         if self.done:
             raise RuntimeError("the episode is over")
-        parsed, outcome = play_turn(self.env, text, self.tool_names)
+        _, outcome = play_turn(self.env, text, self.tool_names, end_markers)
         reply = {"role": outcome.reply_role, "content": outcome.step.observation}
         self.steps.append(outcome.step)
         self.chat_messages.append({"role": "assistant", "content": text})
         self.chat_messages.append(reply)
-        self._record(parsed, reply)
+        self._transcript.add(outcome.step)
         if not self.done and self.num_turns >= self.max_turns:
             self.finish("max_turns")
         return None if self.done else reply
@@ -180,17 +189,6 @@ class AirlineEpisode:
     def finish(self, termination: str) -> None:
         """End the episode from outside (turn or token budget exhausted) and grade it."""
         self.env.finish(termination)
-
-    def _record(self, parsed: ParsedAction, reply: Message) -> None:
-        """Append the turn and its answer to the OpenAI-style transcript."""
-        calls = sum(len(m.get("tool_calls") or []) for m in self.transcript)
-        assistant = openai_assistant_message(parsed, call_id=f"call_{calls}")
-        self.transcript.append(assistant)
-        answer = dict(reply)
-        if assistant.get("tool_calls"):
-            call = assistant["tool_calls"][0]
-            answer.update(tool_call_id=call["id"], name=call["function"]["name"])
-        self.transcript.append(answer)
 
     # ---- the result --------------------------------------------------------------------
     @property

@@ -27,7 +27,7 @@ from agentgrpo.envs.airline.core.grader import (
 )
 from agentgrpo.envs.airline.core.schema import ArgumentError, ExtraFields, validate_arguments
 from agentgrpo.envs.airline.core.tools import TOOL_KINDS, TOOL_SCHEMAS, AirlineTools, Compat, ToolError
-from agentgrpo.envs.types import ERROR_PREFIX, Action, Task, is_error_observation
+from agentgrpo.envs.types import Action, Task, error_observation, is_error_observation
 
 COMPAT_MODES: tuple[str, ...] = ("tau_bench", "fixed")
 EXTRA_FIELDS: dict[str, ExtraFields] = {"tau_bench": "keep", "fixed": "reject"}
@@ -112,14 +112,14 @@ class AirlineDomain:
     def execute(self, state: Store, name: Any, kwargs: Any) -> str:
         """Run one tool call on ``state`` and return the observation; never raises."""
         if not isinstance(name, str) or name not in TOOL_KINDS:
-            return f"{ERROR_PREFIX}unknown tool '{_short(name)}'"
+            return error_observation(f"unknown tool '{_short(name)}'")
         try:
             parameters = TOOL_SCHEMAS[name]["function"]["parameters"]
             args = validate_arguments(parameters, kwargs, EXTRA_FIELDS[self.compat])
         except ArgumentError as exc:
-            return f"{ERROR_PREFIX}invalid arguments for {name}: {exc}"
+            return error_observation(f"invalid arguments for {name}: {exc}")
         except Exception as exc:  # malformed beyond what validation anticipates
-            return f"{ERROR_PREFIX}invalid arguments for {name}: {_exception_text(exc)}"
+            return error_observation(f"invalid arguments for {name}: {_exception_text(exc)}")
         method = getattr(AirlineTools(state, self.compat, self.airports), name)
         try:
             if TOOL_KINDS[name] == "write":
@@ -128,9 +128,9 @@ class AirlineDomain:
             # Reads run outside a transaction, where any write attempt raises.
             return self._render(method(**args))
         except ToolError as exc:
-            return f"{ERROR_PREFIX}{exc}"
+            return error_observation(str(exc))
         except Exception as exc:
-            return f"{ERROR_PREFIX}{_exception_text(exc)}"
+            return error_observation(_exception_text(exc))
 
     @staticmethod
     def _render(result: Any) -> str:
