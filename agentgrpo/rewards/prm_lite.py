@@ -312,7 +312,6 @@ class PRMLite:
         if fact.cls == "write":
             walk.confirmed = False
         if step.kind == "respond" and self.is_confirmation(step.observation):
-            if not fact.explicit_think:
             walk.confirmed = True
 
     def _think_bonus(self, facts: list[_Facts], fired: list[list[str]]) -> None:
