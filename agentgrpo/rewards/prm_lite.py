@@ -96,7 +96,8 @@ class _Walk:
 
     visible: str                     # opening + informative observations of earlier turns
     results_seen: set[tuple[tuple[Any, ...], str]] = field(default_factory=set)  # (call, output)
-    failed_calls: set[tuple[Any, ...]] = field(default_factory=set)
+    failed_calls: set[tuple[Any, ...]] = field(default_factory=set)  # signatures of calls that errored
+    malformed_streak: bool = False   # a malformed turn and no productive action since
     pending_error: bool = False      # an action errored and no productive action followed yet
     read_succeeded: bool = False
     reads_used: set[str] = field(default_factory=set)
@@ -264,7 +265,7 @@ class PRMLite:
             rules.append("P1" if fact.cls == "write" else "P2")
         if fact.redundant:
             rules.append("P3")
-        if not fact.explicit_think and fact.signature in walk.failed_calls:
+        if self._repeats_an_error(fact, walk):
             rules.append("P4")
         if fact.cls == "terminal" and not walk.read_succeeded:
             rules.append("P5")
@@ -286,6 +287,16 @@ class PRMLite:
             rules.append("B7")
         return rules
 
+    @staticmethod
+    def _repeats_an_error(fact: _Facts, walk: _Walk) -> bool:
+        """P4: a call identical to an earlier call that errored (anywhere before), or a
+        malformed generation while an earlier one is still unanswered by a productive action.
+        Malformed turns have no call to compare, so only a streak of them is a repetition;
+        unproductive steps never end the streak, so inserting them cannot lift a P4."""
+        if fact.cls == "invalid":
+            return walk.malformed_streak
+        return not fact.explicit_think and fact.signature in walk.failed_calls
+
     def _chains(self, entities: list[Entity], rules: list[str], visible: str) -> bool:
         """Data chain: a well-formed argument entity occurs as a whole token in an
         observation the policy had already seen (never in its own text)."""
@@ -297,8 +308,11 @@ class PRMLite:
         """Update the carried state after a step has been scored. Unproductive steps
         change nothing a later bonus depends on (only the error state and P4's record)."""
         if fact.errored:
-            if not fact.explicit_think:
+            if fact.cls == "invalid":
+                walk.malformed_streak = True
+            elif not fact.explicit_think:
                 walk.failed_calls.add(fact.signature)
+            if not fact.explicit_think:
                 walk.pending_error = True
             return
         if step.kind == "tool" and not fact.explicit_think:
@@ -306,6 +320,7 @@ class PRMLite:
         if not fact.productive:
             return
         walk.pending_error = False
+        walk.malformed_streak = False
         if fact.cls == "read":
             walk.read_succeeded = True
             walk.reads_used.add(step.name)
