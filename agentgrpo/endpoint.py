@@ -2,7 +2,7 @@
 
 ``RequestConfig`` is the ``request`` section of every config that talks to a server
 (``env.user.request`` for an LLM user, ``endpoint.request`` for an evaluated endpoint);
-``agentgrpo.policy.openai_client.OpenAIChatPolicy`` applies it. Plain settings: no HTTP,
+``agentgrpo.openai_client.OpenAIChatPolicy`` applies it. Plain settings: no HTTP,
 no torch, so the environment package may import it.
 """
 from __future__ import annotations

@@ -1,11 +1,13 @@
-"""Checks against the machine, run by each job before any model is built.
+"""Checks against the machine that every job shares: files, checkpoints, servers, packages.
 
-A config's values are checked when it is built (``__post_init__``). What only the
-machine can tell — a checkpoint directory and its files, a PRM-Lite weights file, a
-τ-bench data directory, a tracker package, a server — is checked here, first thing in
-each job (``preflight_sft``, ``preflight_grpo``, ``preflight_eval``, ``preflight_env``),
-so a missing file is one line naming the key and the fix instead of a traceback minutes
-into a run. No torch at import time: the ``agentgrpo`` command imports this early.
+A config's values are checked when it is built (``__post_init__``). What only the machine
+can tell is checked first thing in each job, so a missing file is one line naming the key
+and the fix instead of a traceback minutes into a run. The checks live with what they
+guard: this module holds the generic ones (a file, a checkpoint's files, a server that
+accepts connections and serves a model, a tracker's package); ``agentgrpo.policy.preflight``
+a policy's source and device, ``agentgrpo.envs.preflight`` an environment's data and LLM
+user, ``agentgrpo.train.preflight`` and ``agentgrpo.eval.preflight`` each job's whole list.
+No torch here.
 """
 from __future__ import annotations
 
@@ -15,26 +17,17 @@ import socket
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from agentgrpo.config import ConfigError, DataError, EndpointError, MissingFileError
-
-if TYPE_CHECKING:
-    from agentgrpo.envs.config import EnvConfig
-    from agentgrpo.eval.evaluator import EvalConfig
-    from agentgrpo.policy.settings import PolicyConfig
-    from agentgrpo.train.grpo_config import GRPOConfig
-    from agentgrpo.train.sft import SFTConfig
+from agentgrpo.openai_client import OpenAIChatPolicy, OpenAIClientError
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 CONNECT_TIMEOUT_S = 2.0
 """A server that does not accept a TCP connection within this time counts as unreachable."""
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "swanlab": "swanlab"}
-SFT_HINT = "run `agentgrpo sft` first (it writes runs/sft/final) or set policy.init=DIR"
 
 
-# ---- single checks ----------------------------------------------------------------------
 def check_checkpoint(path: str | Path, key: str, hint: str) -> Path:
     """A HF checkpoint directory (or a PEFT adapter directory) with its config, weights and
     tokenizer; safetensors files intact."""
@@ -72,56 +65,6 @@ def check_safetensors(path: Path, key: str) -> None:
                         "re-save or re-copy the checkpoint")
 
 
-def check_policy_source(source: str | Path, key: str, hint: str, *, allow_built: bool = False) -> None:
-    """A checkpoint directory, a ``.gguf`` file, or a preset name (``allow_built``: built presets too)."""
-    from agentgrpo.policy.presets import PRESETS
-
-    name = str(source)
-    if name in PRESETS:
-        kind = PRESETS[name].kind
-        if kind == "gguf":
-            from agentgrpo.policy.gguf import find_smollm2_gguf
-
-            try:
-                find_smollm2_gguf()
-            except FileNotFoundError as e:
-                raise MissingFileError(f"{key}={name}: {e}") from None
-        elif not allow_built:
-            raise ConfigError(f"{key}={name} is a preset built from scratch, not a checkpoint; {hint}")
-        return
-    if name.endswith(".gguf"):
-        if not Path(name).is_file():
-            raise MissingFileError(f"{key}: no GGUF file {name}; {hint}")
-        return
-    from agentgrpo.policy.hub import looks_like_hub_id, resolve_hub_id
-
-    if looks_like_hub_id(name):  # through the local HF cache (downloaded first only when online)
-        name = str(resolve_hub_id(name, key))
-    directory = check_checkpoint(name, key, f"{hint} (presets: {sorted(PRESETS)})" if allow_built else hint)
-    if (directory / "adapter_config.json").is_file():
-        from agentgrpo.policy.lora import adapter_base, require_peft
-
-        require_peft(f"{key}={source} (a LoRA adapter)")
-        check_policy_source(adapter_base(directory), f"{key} (the base model of the adapter {source})",
-                            "restore it, or edit base_model_name_or_path in the adapter's adapter_config.json")
-
-
-def check_device(name: str, key: str = "policy.device") -> None:
-    """The device exists on this machine (imports torch)."""
-    from agentgrpo.policy.device import resolve_device
-
-    resolve_device(name, key)
-
-
-def check_training_policy(policy: PolicyConfig) -> None:
-    """Device present; peft installed when LoRA is asked for."""
-    check_device(policy.device)
-    if policy.lora.enabled:
-        from agentgrpo.policy.lora import require_peft
-
-        require_peft("policy.lora.rank > 0")
-
-
 def check_file(path: str | Path, key: str, hint: str) -> Path:
     if not Path(path).is_file():
         raise MissingFileError(f"{key}: no file {path}; {hint}")
@@ -130,8 +73,6 @@ def check_file(path: str | Path, key: str, hint: str) -> Path:
 
 def check_served_model(base_url: str, model: str, key: str) -> None:
     """``model`` is among the ids ``GET <base_url>/models`` lists (skipped if the server lists none)."""
-    from agentgrpo.policy.openai_client import OpenAIChatPolicy, OpenAIClientError
-
     client = OpenAIChatPolicy(base_url, model, max_retries=0, timeout=10.0)
     try:
         served = client.list_models()
@@ -173,57 +114,3 @@ def check_trackers_installed(trackers: list[str], key: str) -> None:
         if package and importlib.util.find_spec(package) is None:
             raise ConfigError(f"{key}: tracker {name} needs the {package} package: pip install {package} "
                               f"(or remove it from {key})")
-
-
-def check_prm_weights(path: str, key: str = "reward.prm_weights") -> None:
-    """The file exists and parses as a PRM-Lite config (its own checks name the rule)."""
-    from agentgrpo.rewards.config import PRMLiteConfig
-
-    check_file(path, key, "point it at a PRM-Lite YAML (see agentgrpo/rewards/prm_lite.yaml) or remove it")
-    try:
-        PRMLiteConfig.from_yaml(path)
-    except Exception as e:  # a YAML syntax error or a bad rule weight: the message says which
-        raise ConfigError(f"{key}: {path} is not a valid PRM-Lite config ({' '.join(str(e).split())})") from None
-
-
-# ---- per job ----------------------------------------------------------------------------
-def preflight_env(config: EnvConfig, prefix: str = "env.") -> None:
-    """The domain's data complete (e.g. a τ-bench data directory); the LLM user's server reachable."""
-    from agentgrpo.envs.registry import check_data
-
-    check_data(config, prefix)
-    if config.user.kind == "llm":
-        check_endpoint(config.user.base_url, f"{prefix}user.base_url")
-        check_served_model(config.user.base_url, config.user.model, f"{prefix}user.model")
-
-
-def preflight_sft(config: SFTConfig) -> None:
-    preflight_env(config.env)
-    check_policy_source(config.policy.init, "policy.init", "set policy to a preset, a checkpoint directory or a "
-                        "Hub id", allow_built=True)
-    check_training_policy(config.policy)
-    check_trackers_installed(config.logging.trackers, "logging.trackers")
-
-
-def preflight_grpo(config: GRPOConfig, *, check_init: bool = True) -> None:
-    """``check_init=False`` when the starting checkpoint is made earlier in the same job (quickstart)."""
-    preflight_env(config.env)
-    check_training_policy(config.policy)
-    if check_init:
-        check_policy_source(config.policy.init, "policy.init", SFT_HINT)
-    if config.reward.prm_weights:
-        check_prm_weights(config.reward.prm_weights)
-    check_trackers_installed(config.logging.trackers, "logging.trackers")
-
-
-def preflight_eval(config: EvalConfig, *, check_policy: bool = True) -> None:
-    """Data and servers first (an unreachable one fails here, before any episode), then the model."""
-    preflight_env(config.env)
-    if config.policy_kind == "openai":
-        check_endpoint(config.endpoint.base_url, "endpoint.base_url")
-        check_served_model(config.endpoint.base_url, config.endpoint.model, "endpoint.model")
-    elif config.policy_kind == "checkpoint":
-        check_device(config.policy.device)
-        if check_policy:
-            check_policy_source(config.policy.init, "policy", "pass a checkpoint directory (e.g. runs/sft/final), "
-                                "a Hub id, oracle or openai")

@@ -9,7 +9,7 @@ questions from it, says "yes" to a confirmation only when the stated details mat
 the write it wants, accepts a correct refusal, and stops when its goal is met or
 the agent is going nowhere. Its rules are listed in docs/environment-generated.md.
 ``LLMUser`` plays τ-bench's user with any chat client (``ChatClient``: in practice
-``agentgrpo.policy.openai_client.OpenAIChatPolicy`` on an OpenAI-compatible API), which
+``agentgrpo.openai_client.OpenAIChatPolicy`` on an OpenAI-compatible API), which
 the caller builds and passes in: this layer does no HTTP of its own.
 """
 from __future__ import annotations

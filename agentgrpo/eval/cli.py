@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def load_eval_config(overrides: list[str], config_file: str | None = None):
     """The evaluation config: eval.yaml, the τ-bench layer when env.source=tau_bench, the file, the overrides."""
-    from agentgrpo.eval.evaluator import EvalConfig
+    from agentgrpo.eval.config import EvalConfig
 
     layers = ["eval.yaml", TAU_BENCH_LAYER] if _source(overrides, config_file) == "tau_bench" else ["eval.yaml"]
     return load_config(EvalConfig, overrides, defaults=layers, config_file=config_file)
@@ -67,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
 
     from agentgrpo.eval.compare import compare_evals, load_eval
     from agentgrpo.eval.evaluator import evaluate
+    from agentgrpo.eval.markdown import report_markdown
+    from agentgrpo.eval.preflight import preflight_eval
     from agentgrpo.eval.provenance import check_out_dir
-    from agentgrpo.preflight import preflight_eval
 
     overrides = list(args.overrides)
     for flag, key in ((args.policy, "policy"), (args.trials, "trials"), (args.out, "out_dir")):
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     preflight_eval(config)
     baseline = load_eval(args.compare_to) if args.compare_to else None  # a wrong path fails before any episode
     report = evaluate(config, resume=args.resume, force=args.force)
-    print(report.to_markdown())
+    print(report_markdown(report))
     resumed = f" ({report.resumed} finished episodes kept from the earlier run)" if args.resume else ""
     print(f"written to {config.out_dir}/ (eval.json, eval.md, transcripts.jsonl){resumed}")
     _log_to_trackers(config, report)
@@ -105,7 +106,7 @@ def _log_to_trackers(config, report) -> None:
     from pathlib import Path
 
     from agentgrpo.config import to_dict
-    from agentgrpo.train.tracking import flat_numbers, log_summary
+    from agentgrpo.tracking import flat_numbers, log_summary
 
     label = "-".join(Path(str(report.policy)).parts[-2:]) or "policy"  # runs/grpo/final -> grpo-final
     log_summary(config.out_dir, config.logging, flat_numbers(report.metrics, "eval/"),

@@ -10,7 +10,7 @@ from typing import Any
 
 from agentgrpo.agent.format import openai_assistant_message, parse_openai_message
 from agentgrpo.envs.types import Action
-from agentgrpo.policy.openai_client import OpenAIChatPolicy
+from agentgrpo.openai_client import OpenAIChatPolicy
 
 
 class EndpointAgent:

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentgrpo.eval.metrics import SEED_SPLIT_WEIGHTS
 from agentgrpo.eval.stats import RESAMPLES, Estimate
-
-if TYPE_CHECKING:
-    from agentgrpo.eval.evaluator import EvalReport
+from agentgrpo.eval.types import EvalReport
 
 
 def ci_of(metrics: Mapping[str, Any], *path: Any) -> Estimate | None:

@@ -1,8 +1,8 @@
-"""The seed study's evaluation metrics: pass^k, pass@k, split pass^1, generalization,
-error rate and reasoning depth. Pure Python: no torch, no I/O."""
+"""The seed study's evaluation metrics: pass^k, pass@k, split pass^1 and generalization
+(reasoning depth, p50 tokens per turn, is ``agentgrpo.stats_util.percentile_50``).
+Pure Python: no torch, no I/O."""
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from math import comb
 
@@ -63,8 +63,3 @@ def generalization(split_pass1: Mapping[str, float], split_sizes: Mapping[str, i
     pairs = [(weights.get(s, 0), split_pass1[s]) for s in SEED_SPLIT_WEIGHTS if s in split_pass1]
     total = sum(w for w, _ in pairs)
     return sum(w * v for w, v in pairs) / total if total else 0.0
-
-
-def percentile_50(values: Sequence[float]) -> float:
-    """Median (0.0 for no values): the seed's "reasoning depth" is p50 tokens per turn."""
-    return float(statistics.median(values)) if values else 0.0

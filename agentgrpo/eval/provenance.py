@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentgrpo.config import ConfigError, to_dict
 
-if TYPE_CHECKING:
-    from agentgrpo.eval.evaluator import EvalConfig
+if TYPE_CHECKING:  # annotations only: eval.config imports torch (its RolloutConfig), which this module needs not
+    from agentgrpo.eval.config import EvalConfig
 
 PACKAGES = ("agentgrpo", "torch", "transformers", "numpy")
 """Libraries whose versions are recorded (None where one is not installed)."""

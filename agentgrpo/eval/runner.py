@@ -31,12 +31,13 @@ from agentgrpo.config import ConfigError, EndpointError, to_dict, to_yaml
 from agentgrpo.envs.episode import run_episode
 from agentgrpo.envs.registry import EnvBundle, domain_oracle, make_env
 from agentgrpo.envs.types import ABORTED, Task
-from agentgrpo.eval.evaluator import EpisodeRecord, EvalConfig, user_seed
+from agentgrpo.eval.config import EvalConfig, user_seed
 from agentgrpo.eval.tasks import EvalTask
-from agentgrpo.policy.openai_client import OpenAIChatPolicy, llm_user_client
+from agentgrpo.eval.types import EpisodeRecord
+from agentgrpo.openai_client import OpenAIChatPolicy, llm_user_client
+from agentgrpo.progress import progress_bar
 from agentgrpo.rewards.messages import opening_messages
 from agentgrpo.rewards.prm_lite import PRMLite
-from agentgrpo.train.progress import progress_bar
 
 LOG_FILE = "transcripts.jsonl"
 CONFIG_FILE = "eval_config.yaml"

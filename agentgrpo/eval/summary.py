@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentgrpo.envs.registry import TRAIN_SPLITS
 from agentgrpo.eval.metrics import (
@@ -22,15 +22,13 @@ from agentgrpo.eval.metrics import (
     generalization,
     pass_at_k,
     pass_hat_k,
-    percentile_50,
     task_pass_at_k,
     task_pass_hat_k,
 )
 from agentgrpo.eval.stats import Estimate, bootstrap_auroc, bootstrap_mean, bootstrap_stratified
-
-if TYPE_CHECKING:
-    from agentgrpo.eval.evaluator import EpisodeRecord
-    from agentgrpo.eval.tasks import TaskFacts
+from agentgrpo.eval.tasks import TaskFacts
+from agentgrpo.eval.types import EpisodeRecord
+from agentgrpo.stats_util import percentile_50
 
 
 def summarize(records: list[EpisodeRecord], trials: int, split_sizes: dict[str, int],

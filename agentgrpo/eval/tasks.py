@@ -21,8 +21,8 @@ from agentgrpo.config import ConfigError
 from agentgrpo.envs.registry import EnvBundle, build_env, build_heldout
 from agentgrpo.envs.types import Task
 
-if TYPE_CHECKING:
-    from agentgrpo.eval.evaluator import EvalConfig
+if TYPE_CHECKING:  # annotations only: eval.config imports torch (its RolloutConfig), which this module needs not
+    from agentgrpo.eval.config import EvalConfig
 
 
 @dataclass(frozen=True)

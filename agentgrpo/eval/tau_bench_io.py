@@ -32,8 +32,9 @@ from agentgrpo.config import DataError, MissingFileError, from_dict, to_dict
 from agentgrpo.envs.types import GradeResult, Task
 
 if TYPE_CHECKING:
-    from agentgrpo.eval.evaluator import EpisodeRecord, EvalConfig
+    from agentgrpo.eval.config import EvalConfig
     from agentgrpo.eval.tasks import EvalTask
+    from agentgrpo.eval.types import EpisodeRecord
 
 RESULTS_FILE = "tau_bench_results.json"
 SUCCESS_TOLERANCE = 1e-6
@@ -190,7 +191,7 @@ def export_eval_dir(out_dir: str | Path, path: str | Path | None = None) -> tupl
 
 def eval_config_from(data: Mapping[str, Any]) -> EvalConfig:
     """An EvalConfig from a saved config (the whole of it, or its ``TASK_KEYS``)."""
-    from agentgrpo.eval.evaluator import EvalConfig
+    from agentgrpo.eval.config import EvalConfig  # here: it imports torch, which reading results needs not
 
     return from_dict(EvalConfig, dict(data))
 

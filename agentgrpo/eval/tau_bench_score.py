@@ -29,11 +29,11 @@ from typing import Any
 
 from agentgrpo.config import DataError
 from agentgrpo.eval.compare import compare_evals
-from agentgrpo.eval.evaluator import EpisodeRecord
 from agentgrpo.eval.stats import bootstrap_mean
 from agentgrpo.eval.summary import summarize, task_pass1
 from agentgrpo.eval.tasks import EvalTask, task_facts
 from agentgrpo.eval.tau_bench_io import TauBenchResult, eval_config_from, replay
+from agentgrpo.eval.types import EpisodeRecord
 from agentgrpo.rewards.messages import parse_messages
 from agentgrpo.rewards.prm_lite import PRMLite
 

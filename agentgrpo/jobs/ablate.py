@@ -187,14 +187,14 @@ def run_ablation(plan: AblationPlan) -> dict[str, Any]:
 def _check_configs(plan: AblationPlan) -> None:
     """Every stage config resolves before the first process starts (a bad key fails now, named)."""
     from agentgrpo.config import load_config
-    from agentgrpo.eval.evaluator import EvalConfig
+    from agentgrpo.eval.config import EvalConfig
     from agentgrpo.train.grpo_config import GRPOConfig
     from agentgrpo.train.sft import SFTConfig
 
     if plan.sft is None:
         load_config(SFTConfig, plan.overrides["sft"], defaults="sft.yaml")
     else:
-        from agentgrpo.preflight import check_policy_source
+        from agentgrpo.policy.preflight import check_policy_source
 
         check_policy_source(plan.sft, "--sft", "pass an SFT run's final/ directory (agentgrpo sft writes "
                                                "runs/sft/final)")

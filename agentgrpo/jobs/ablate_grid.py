@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgrpo.config import DataError
-from agentgrpo.train.progress import progress_bar
+from agentgrpo.progress import progress_bar
 
 FINAL_MARKER = "agentgrpo.json"
 """Written last into a model directory (``final/``): its presence means the run finished."""

@@ -65,9 +65,10 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
     """Run every stage into ``out``; returns the summary also written to ``summary.json``."""
     from agentgrpo.eval.compare import compare_evals
     from agentgrpo.eval.evaluator import EvalConfig, evaluate
-    from agentgrpo.preflight import preflight_eval, preflight_grpo, preflight_sft
+    from agentgrpo.eval.preflight import preflight_eval
     from agentgrpo.train.grpo import train_grpo
     from agentgrpo.train.grpo_config import GRPOConfig
+    from agentgrpo.train.preflight import preflight_grpo, preflight_sft
     from agentgrpo.train.sft import SFTConfig, train_sft
 
     start = time.perf_counter()

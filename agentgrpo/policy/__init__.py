@@ -1,8 +1,8 @@
-"""Policy backends: HF transformers (tiny built presets, checkpoints, GGUF, Hub ids, LoRA) and OpenAI-compatible
-clients.
+"""Policy backends: HF transformers (tiny built presets, checkpoints, GGUF, Hub ids, LoRA).
 
-Exports resolve lazily, so ``from agentgrpo.policy import OpenAIChatPolicy`` does not
-import torch or transformers.
+Exports resolve lazily, so ``from agentgrpo.policy import PolicyConfig`` does not import
+torch or transformers. A model behind an OpenAI-compatible server is reached through
+``agentgrpo.openai_client`` (below the environment, which uses it for LLM users).
 """
 from __future__ import annotations
 
@@ -26,8 +26,6 @@ _LAZY = {
     "load_gguf": "agentgrpo.policy.gguf",
     "train_tokenizer": "agentgrpo.policy.tokenizer",
     "domain_corpus": "agentgrpo.policy.tokenizer",
-    "OpenAIChatPolicy": "agentgrpo.policy.openai_client",
-    "OpenAIClientError": "agentgrpo.policy.openai_client",
 }
 
 __all__ = ["PRESETS", "ModelPreset", "get_preset", *_LAZY]

@@ -10,7 +10,7 @@ from typing import Any
 
 from agentgrpo.eval.stats import Estimate
 from agentgrpo.report.plots import plt, save_figure
-from agentgrpo.train.tracking import read_metrics
+from agentgrpo.tracking import read_metrics
 
 COLUMNS = (
     ("pass^1", "overall pass^1"),

@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: CI machines and servers
 import matplotlib.pyplot as plt  # noqa: E402
 
-from agentgrpo.train.tracking import read_metrics  # noqa: E402
+from agentgrpo.tracking import read_metrics  # noqa: E402
 
 DEFAULT_PANELS = (
     ("reward/outcome_mean", "outcome reward (train rollouts)"),

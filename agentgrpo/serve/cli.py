@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"agentgrpo serve needs {', '.join(missing)}: {SERVE_INSTALL}")
     if args.max_new_tokens < 1 or args.max_batch < 1:
         raise ConfigError("--max-new-tokens and --max-batch must be >= 1")
-    from agentgrpo.preflight import check_device, check_policy_source
+    from agentgrpo.policy.preflight import check_device, check_policy_source
 
     check_device(args.device, "--device")
     check_policy_source(args.model, "model", "pass a checkpoint directory (e.g. runs/sft/final) or a Hub id")
@@ -69,7 +69,7 @@ def write_chat_template(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from agentgrpo.policy.hf import load_tokenizer, read_agent_config
-    from agentgrpo.preflight import check_policy_source
+    from agentgrpo.policy.preflight import check_policy_source
     from agentgrpo.serve.template import vllm_chat_template
 
     check_policy_source(args.model, "model", "pass a checkpoint directory (e.g. runs/sft/final) or a Hub id")

@@ -33,7 +33,7 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_sft(args: argparse.Namespace) -> int:
-    from agentgrpo.preflight import preflight_sft
+    from agentgrpo.train.preflight import preflight_sft
     from agentgrpo.train.sft import SFTConfig, train_sft
 
     config = load_config(SFTConfig, args.overrides, defaults="sft.yaml", config_file=args.config)
@@ -47,9 +47,9 @@ def run_sft(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from agentgrpo.preflight import preflight_grpo
     from agentgrpo.train.grpo import train_grpo
     from agentgrpo.train.grpo_config import GRPOConfig
+    from agentgrpo.train.preflight import preflight_grpo
 
     config = load_config(GRPOConfig, args.overrides, defaults="grpo.yaml", config_file=args.config)
     if args.print_config:

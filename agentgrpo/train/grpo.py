@@ -41,12 +41,14 @@ from agentgrpo.agent.types import Trajectory
 from agentgrpo.algos import get_advantage_estimator, grpo_objective, llds_loss, preserve_token_count
 from agentgrpo.config import to_dict, to_yaml
 from agentgrpo.envs.registry import VALIDATION_SPLIT, EnvBundle, build_env, make_env
+from agentgrpo.openai_client import llm_user_client
 from agentgrpo.policy.device import autocast, model_device
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import load_for_training, load_policy, read_agent_config, save_policy
-from agentgrpo.policy.openai_client import llm_user_client
+from agentgrpo.progress import progress_bar
 from agentgrpo.rewards.prm_lite import PRMLite
 from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
+from agentgrpo.tracking import make_tracker
 from agentgrpo.train.batch import Dropped, RolloutBatch, collate, drop_unusable
 from agentgrpo.train.checkpoint import (
     latest_checkpoint,
@@ -58,12 +60,10 @@ from agentgrpo.train.checkpoint import (
 from agentgrpo.train.group_filter import groups_in_order, is_informative, outcomes_by_task
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.optim import make_optimizer, make_scheduler
-from agentgrpo.train.progress import progress_bar
 from agentgrpo.train.resume import check_resume_config, keep_changed_defaults
 from agentgrpo.train.rollout_metrics import rollout_metrics
 from agentgrpo.train.step_plan import UpdatePlan, disable_dropout, logprob_change, plan_updates
 from agentgrpo.train.task_sampler import TaskRefill, derive_seed, make_task_sampler
-from agentgrpo.train.tracking import make_tracker
 
 
 @dataclass

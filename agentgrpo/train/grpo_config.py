@@ -26,7 +26,7 @@ from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import SPLIT_NAMES
 from agentgrpo.policy.settings import PolicyConfig
 from agentgrpo.rollout.engine import RolloutConfig
-from agentgrpo.train.tracking import TrackingConfig
+from agentgrpo.tracking import TrackingConfig
 
 LENGTH_DIVIDING_AGGS = ("token-mean", "seq-mean-token-mean")
 """Aggregations that divide by the response length: with an estimator whose advantage

@@ -12,7 +12,7 @@ import statistics
 from collections import Counter, defaultdict
 
 from agentgrpo.agent.types import Trajectory
-from agentgrpo.eval.metrics import percentile_50
+from agentgrpo.stats_util import percentile_50
 
 
 def rollout_metrics(trajectories: list[Trajectory]) -> dict[str, float]:

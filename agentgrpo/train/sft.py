@@ -26,17 +26,17 @@ from agentgrpo.config import require, to_dict, to_yaml
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.episode import run_episode
 from agentgrpo.envs.registry import SPLIT_NAMES, EnvBundle, build_env, domain_oracle, make_env
+from agentgrpo.openai_client import llm_user_client
 from agentgrpo.policy.device import model_device
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import build_policy, load_for_training, prepare_for_training, read_agent_config, save_policy
 from agentgrpo.policy.lora import trainable_share
-from agentgrpo.policy.openai_client import llm_user_client
 from agentgrpo.policy.presets import PRESETS
 from agentgrpo.policy.settings import SFTPolicyConfig
 from agentgrpo.policy.tokenizer import domain_corpus
+from agentgrpo.progress import progress_bar
+from agentgrpo.tracking import TrackingConfig, make_tracker
 from agentgrpo.train.optim import make_optimizer, make_scheduler
-from agentgrpo.train.progress import progress_bar
-from agentgrpo.train.tracking import TrackingConfig, make_tracker
 
 
 @dataclass

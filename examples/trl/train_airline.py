@@ -38,8 +38,8 @@ from agentgrpo.integrations.trl import (
     airline_dataset,
     outcome_reward,
 )
+from agentgrpo.openai_client import llm_user_client
 from agentgrpo.policy.hf import load_policy, read_agent_config, save_policy
-from agentgrpo.policy.openai_client import llm_user_client
 from agentgrpo.rollout.engine import RolloutConfig
 
 

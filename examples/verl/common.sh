@@ -80,7 +80,7 @@ prepare_data() {
   if [[ -f "$DATA_DIR/train.parquet" && -f "$DATA_DIR/val.parquet" ]]; then return; fi
   local source_args=("source=$ENV_SOURCE" "user.kind=$USER_KIND" "splits.validation=$VAL_TASKS")
   if [[ "$ENV_SOURCE" == tau_bench ]]; then source_args+=("data_dir=$TAU_BENCH_DIR"); fi
-  python3 -m agentgrpo.integrations.verl.data --out "$DATA_DIR" "${source_args[@]}"
+  python3 -m agentgrpo verl-prepare --out "$DATA_DIR" "${source_args[@]}"
 }
 
 USER_SERVER_PID=""

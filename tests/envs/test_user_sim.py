@@ -15,7 +15,7 @@ from agentgrpo.envs.airline.simulation.plans import oracle_agent
 from agentgrpo.envs.airline.tasks.generate import FAMILY_NAMES, generate_domain
 from agentgrpo.envs.types import USER_STOP, Task
 from agentgrpo.envs.user_sim import LLMUser, ScriptedUser
-from agentgrpo.policy.openai_client import OpenAIChatPolicy, llm_user_client
+from agentgrpo.openai_client import OpenAIChatPolicy, llm_user_client
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from agentgrpo.cli import main
 from agentgrpo.config import MissingFileError
 from agentgrpo.policy.hf import load_policy, read_agent_config
 from agentgrpo.policy.hub import looks_like_hub_id, resolve_source
-from agentgrpo.preflight import check_policy_source
+from agentgrpo.policy.preflight import check_policy_source
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agentgrpo.agent.format import openai_assistant_message, parse_openai_message
-from agentgrpo.policy.openai_client import OpenAIChatPolicy, OpenAIClientError, api_messages
+from agentgrpo.openai_client import OpenAIChatPolicy, OpenAIClientError, api_messages
 
 TOOLS = [{"type": "function", "function": {"name": "get_user_details", "description": "Look a user up.",
                                            "parameters": {"type": "object", "properties": {

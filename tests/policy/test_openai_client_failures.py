@@ -14,7 +14,7 @@ from flaky_server import FlakyServer
 from agentgrpo.config import EndpointError
 from agentgrpo.envs.types import Task
 from agentgrpo.envs.user_sim import LLMUser
-from agentgrpo.policy.openai_client import OpenAIChatPolicy, OpenAIClientError
+from agentgrpo.openai_client import OpenAIChatPolicy, OpenAIClientError
 
 HI = [{"role": "user", "content": "Hi"}]
 

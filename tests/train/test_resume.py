@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 
 from agentgrpo.config import ConfigError, load_config
 from agentgrpo.policy.hf import load_policy
+from agentgrpo.tracking import read_metrics
 from agentgrpo.train.checkpoint import (
     latest_checkpoint,
     list_checkpoints,
@@ -27,7 +28,6 @@ from agentgrpo.train.checkpoint import (
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.resume import ResumeConfigError, check_resume_config, config_differences
-from agentgrpo.train.tracking import read_metrics
 
 
 def command(policy_dir: Path, run_dir: Path) -> list[str]:

@@ -9,8 +9,8 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.config import load_config
 from agentgrpo.envs.airline.factory import build_env
 from agentgrpo.policy.hf import load_policy, read_agent_config
+from agentgrpo.tracking import read_metrics
 from agentgrpo.train.sft import SFTConfig, collect_demonstrations, policy_view, train_sft
-from agentgrpo.train.tracking import read_metrics
 
 
 def test_demonstrations_are_successful_varied_and_seen_through_our_system_prompt(tiny_policy_dir):

@@ -11,10 +11,10 @@ from helpers import SMALL_ENV_OVERRIDES
 
 from agentgrpo.config import ConfigError, load_config
 from agentgrpo.envs.types import Task
+from agentgrpo.tracking import read_metrics
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.task_sampler import FrontierSampler, TaskSchedule, UniformSampler, make_task_sampler
-from agentgrpo.train.tracking import read_metrics
 
 
 def tasks(*ids: str) -> list[Task]:

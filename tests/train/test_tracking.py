@@ -15,9 +15,9 @@ from helpers import SMALL_ENV_OVERRIDES
 from agentgrpo.config import ConfigError, load_config
 from agentgrpo.eval.evaluator import EvalConfig
 from agentgrpo.jobs.ablate_grid import Job, run_jobs
+from agentgrpo.tracking import TRACKING_FILE, flat_numbers, make_tracker, read_metrics, wandb_mode
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.sft import SFTConfig
-from agentgrpo.train.tracking import TRACKING_FILE, flat_numbers, make_tracker, read_metrics, wandb_mode
 
 
 @pytest.fixture

@@ -171,7 +171,7 @@ def _make_user(args: argparse.Namespace, task: Task) -> Any:
     from agentgrpo.envs.user_sim import LLMUser, ScriptedUser
 
     if args.user == "llm":  # the command is a composition point: it builds the HTTP client
-        from agentgrpo.policy.openai_client import llm_user_client
+        from agentgrpo.openai_client import llm_user_client
 
         base_url = args.user_base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         return LLMUser(task, llm_user_client(UserConfig("llm", args.user_model, base_url)))

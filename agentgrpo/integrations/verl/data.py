@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +113,7 @@ def prepare(config: EnvConfig, out_dir: str | Path) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from agentgrpo.preflight import preflight_env
+    from agentgrpo.envs.preflight import preflight_env
 
     config = load_config(EnvConfig, list(args.overrides))
     preflight_env(config, prefix="")
@@ -146,13 +145,3 @@ def register(subparsers: Any) -> None:
     )
     parser.set_defaults(func=_run)
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m agentgrpo.integrations.verl.data --out DIR [KEY=VALUE ...]``: ``agentgrpo verl-prepare``."""
-    from agentgrpo.cli import main as cli_main
-
-    return cli_main(["verl-prepare", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

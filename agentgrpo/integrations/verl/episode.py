@@ -37,7 +37,7 @@ from agentgrpo.envs.transcript import TranscriptBuilder
 from agentgrpo.envs.types import Step, Task
 from agentgrpo.envs.user_sim import ChatClient
 from agentgrpo.integrations.verl.settings import setting
-from agentgrpo.policy.openai_client import llm_user_client
+from agentgrpo.openai_client import llm_user_client
 
 Message = dict[str, Any]
 

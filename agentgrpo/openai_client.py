@@ -1,7 +1,7 @@
 """A chat-completions client for OpenAI-compatible servers (evaluated endpoints, LLM users).
 
 ``OpenAIChatPolicy.complete(messages, tools)`` posts the transcript with native ``tools``
-to ``<base_url>/chat/completions`` (httpx, through ``agentgrpo.policy.http``) and returns
+to ``<base_url>/chat/completions`` (httpx, through ``agentgrpo.http_client``) and returns
 the assistant message (``content`` as a string, and ``tool_calls`` if any). Convert it
 with ``agentgrpo.agent.format.parse_openai_message`` (the action) and
 ``openai_assistant_message`` (the message to store: at most one call, as τ-bench keeps).
@@ -29,7 +29,7 @@ from typing import Any
 
 from agentgrpo.config import EndpointError
 from agentgrpo.endpoint import RequestConfig
-from agentgrpo.policy.http import TRANSPORT_ERRORS, Reply, TooLarge, exchange, make_client
+from agentgrpo.http_client import TRANSPORT_ERRORS, Reply, TooLarge, exchange, make_client
 
 Message = dict[str, Any]
 _RETRY_STATUS = frozenset({408, 409, 429})
