@@ -4,8 +4,9 @@
    ``grpo.yaml``) from the benchmarks' trained policy (the short SFT run of
    ``_common.BENCH_SFT``, trained once; ``--policy DIR|random`` overrides) on the
    generated airline world runs one warm-up
-   step and ``--steps`` measured ones, phase by phase as ``GRPOTrainer.train`` does:
-   rollout / scoring (rewards + advantages) / old log-probs (and reference) / update
+   step and ``--steps`` measured ones through ``GRPOTrainer.step`` (what ``train()`` runs
+   each step), timed phase by phase from its ``perf/`` metrics: rollout / scoring (rewards,
+   leaving out unusable episodes, advantages) / old log-probs (and reference) / update
    (plus the LLD diagnostic pass the default config runs). Training tokens/s = the
    tokens the update processes (the batch's attention-mask tokens × ppo_epochs) per
    second of update. The raw ceiling: a plain loop over the *same* micro-batches (the
@@ -41,6 +42,7 @@ from typing import Any, NamedTuple
 import torch
 from _common import add_policy_arguments, bench, median, peak_rss_mb, policy_dir, set_threads, timed, world
 
+from agentgrpo import metric_names as metric
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.config import load_config
 from agentgrpo.envs.airline.factory import make_env
@@ -121,22 +123,18 @@ class MeasuredStep(NamedTuple):
     batch: RolloutBatch
 
 
+PHASE_SECONDS = {"rollout": metric.PERF_ROLLOUT_S, "score": metric.PERF_SCORE_S,
+                 "old_logprobs": metric.PERF_OLD_LOGPROB_S, "update": metric.PERF_UPDATE_S,
+                 "lld_diagnostic": metric.PERF_LLD_S}
+"""The benchmark's phase → the ``perf/`` metric ``GRPOTrainer.step`` times it in."""
+
+
 def run_phases(trainer: GRPOTrainer, step: int) -> tuple[dict[str, float], RolloutBatch]:
-    """One GRPO step, phase by phase as ``GRPOTrainer.train`` runs it; seconds per phase."""
-    seconds: dict[str, float] = {}
-    trajectories, seconds["rollout"] = timed(lambda: trainer.collect_rollouts(step))
-
-    def score() -> RolloutBatch:
-        trainer.score(trajectories)
-        return trainer.compute_advantages(trajectories)[0]
-
-    batch, seconds["score"] = timed(score)
-    plan = trainer.plan_updates(batch, step)
-    _, seconds["old_logprobs"] = timed(lambda: trainer.compute_old_logprobs(batch, plan))
-    _, seconds["update"] = timed(lambda: trainer.update(batch, plan))
-    if trainer.config.trainer.lld_diagnostic:
-        _, seconds["lld_diagnostic"] = timed(lambda: trainer.lld_diagnostics(batch, plan))
-    return seconds, batch
+    """One ``GRPOTrainer.step``; its seconds per phase and the batch it trained on."""
+    metrics = trainer.step(step)
+    if trainer.last_batch is None:
+        raise RuntimeError(f"step {step}: no batch to train on (every episode or group was left out)")
+    return {phase: metrics[key] for phase, key in PHASE_SECONDS.items() if key in metrics}, trainer.last_batch
 
 
 def update_micro_batches(trainer: GRPOTrainer, batch: RolloutBatch, step: int) -> list[list[RolloutBatch]]:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgrpo import metric_names as metric
 from agentgrpo.diagnose.read import NotApplicable, RunLog, Series, eval_pass1, find_eval, first_run, series, smooth
 
 # ---- thresholds (why each value: docs/diagnostics.md has the longer story) -------------------
@@ -99,7 +100,7 @@ def _level_check(s: Series, crossed: Callable[[float], bool], persist: int = PER
 
 # ---- checks: each returns a Finding or None, or raises NotApplicable ----------------------------
 def check_group_saturation(log: RunLog) -> Finding | None:
-    s = series(log.records, "reward/outcome_saturated_group_frac", "algo/saturated_group_frac")
+    s = series(log.records, metric.REWARD_OUTCOME_SATURATED_GROUP_FRAC, metric.ALGO_SATURATED_GROUP_FRAC)
     run = _level_check(s, lambda v: v >= SATURATION_FRAC, SATURATION_STEPS)
     if run is None:
         return None
@@ -112,7 +113,7 @@ def check_group_saturation(log: RunLog) -> Finding | None:
 
 
 def check_lld(log: RunLog) -> Finding | None:
-    s = series(log.records, "algo/logp_change_adv_nonneg")
+    s = series(log.records, metric.ALGO_LOGP_CHANGE_ADV_NONNEG)
     run = first_run([v is not None and v < 0 for v in s.values], LLD_STEPS)
     if run is None:
         return None
@@ -137,9 +138,9 @@ def _entropy_rise(log: RunLog, phase1: int, evidence: dict[str, Any]) -> int | N
     """LLD phase 2: the first step from ``phase1`` whose smoothed entropy is ``ENTROPY_RISE`` above
     the median of the steps up to ``phase1`` (the last ``BASELINE_STEPS`` of them)."""
     try:
-        s = series(log.records, "loss/entropy")
+        s = series(log.records, metric.LOSS_ENTROPY)
     except NotApplicable:
-        evidence["phase2"] = "loss/entropy not logged"
+        evidence["phase2"] = f"{metric.LOSS_ENTROPY} not logged"
         return None
     before = [v for step, v in zip(s.steps, s.values) if step <= phase1 and v is not None][-BASELINE_STEPS:]
     if not before or before[-1] <= 0:
@@ -158,9 +159,9 @@ def _entropy_rise(log: RunLog, phase1: int, evidence: dict[str, Any]) -> int | N
 def _grad_spike(log: RunLog, phase2: int, evidence: dict[str, Any]) -> int | None:
     """LLD phase 3: the first step from ``phase2`` with a gradient norm ``GRAD_SPIKE`` × its running median."""
     try:
-        hit = _first_grad_ratio(series(log.records, "algo/grad_norm"), GRAD_SPIKE, since=phase2)
+        hit = _first_grad_ratio(series(log.records, metric.ALGO_GRAD_NORM), GRAD_SPIKE, since=phase2)
     except NotApplicable:
-        evidence["phase3"] = "algo/grad_norm not logged"
+        evidence["phase3"] = f"{metric.ALGO_GRAD_NORM} not logged"
         return None
     if hit is None:
         return None
@@ -188,11 +189,11 @@ def _first_grad_ratio(s: Series, factor: float, since: int = 0,
 
 
 def check_entropy_collapse(log: RunLog) -> Finding | None:
-    return _fell_to_fraction("entropy_collapse", series(log.records, "loss/entropy"), ENTROPY_FRACTION, ".3g")
+    return _fell_to_fraction("entropy_collapse", series(log.records, metric.LOSS_ENTROPY), ENTROPY_FRACTION, ".3g")
 
 
 def check_format_collapse(log: RunLog) -> Finding | None:
-    s = series(log.records, "rollout/malformed_turn_rate", "rollout/invalid_rate")
+    s = series(log.records, metric.ROLLOUT_MALFORMED_TURN_RATE, metric.ROLLOUT_INVALID_RATE)
     start = baseline(s, "start")
     run = _level_check(s, lambda v: v >= start + FORMAT_RISE)
     if run is None:
@@ -204,8 +205,8 @@ def check_format_collapse(log: RunLog) -> Finding | None:
 
 
 def check_length_collapse(log: RunLog) -> Finding | None:
-    s = series(log.records, "rollout/tokens_per_turn_mean", "rollout/tokens_per_turn_p50",
-               "rollout/response_tokens_mean")
+    s = series(log.records, metric.ROLLOUT_TOKENS_PER_TURN_MEAN, metric.ROLLOUT_TOKENS_PER_TURN_P50,
+               metric.ROLLOUT_RESPONSE_TOKENS_MEAN)
     return _fell_to_fraction("length_collapse", s, LENGTH_FRACTION, ".1f")
 
 
@@ -225,7 +226,7 @@ def _fell_to_fraction(check: str, s: Series, fraction: float, number: str) -> Fi
 
 
 def check_grad_explosion(log: RunLog) -> Finding | None:
-    s = series(log.records, "algo/grad_norm")
+    s = series(log.records, metric.ALGO_GRAD_NORM)
     if len(s.values) <= MIN_HISTORY:
         raise NotApplicable(f"{s.name}: {len(s.values)} step(s), too few for a running median")
     hit = _first_grad_ratio(s, GRAD_EXPLOSION, floor=GRAD_EXPLOSION_FLOOR)
@@ -238,13 +239,13 @@ def check_grad_explosion(log: RunLog) -> Finding | None:
 
 
 def check_reward_hacking(log: RunLog) -> Finding | None:
-    process = series(log.records, "reward/process_mean")
-    outcome = series(log.records, "reward/outcome_mean")
-    total = [(r.get("reward/total_mean"), r.get("reward/outcome_mean")) for r in log.records]
+    process = series(log.records, metric.REWARD_PROCESS_MEAN)
+    outcome = series(log.records, metric.REWARD_OUTCOME_MEAN)
+    total = [(r.get(metric.REWARD_TOTAL_MEAN), r.get(metric.REWARD_OUTCOME_MEAN)) for r in log.records]
     if all(t is None or o is None or abs(t - o) < 1e-9 for t, o in total):
         raise NotApplicable("the reward never differs from the outcome (reward.process_coef = 0)")
     if process.steps != outcome.steps:
-        raise NotApplicable("reward/process_mean and reward/outcome_mean were logged at different steps")
+        raise NotApplicable(f"{process.name} and {outcome.name} were logged at different steps")
     p0, o0 = baseline(process, "start"), baseline(outcome, "start")
     p, o = smooth(process.values), smooth(outcome.values)
     flags = [pv is not None and ov is not None and pv >= p0 + PROCESS_RISE and ov <= o0 + OUTCOME_SLACK
@@ -260,14 +261,14 @@ def check_reward_hacking(log: RunLog) -> Finding | None:
 
 
 def check_val_test_gap(log: RunLog) -> Finding | None:
-    val = series(log.records, "val/pass1")
+    val = series(log.records, metric.VAL_PASS1)
     eval_json = log.eval_json or find_eval(log.path)
     if eval_json is None:
         raise NotApplicable(f"no evaluation found ({log.path}/eval/eval.json, or pass --eval)")
     i = max(j for j, v in enumerate(val.values) if v is not None)  # the last validation: the final policy's
     v, step = val.values[i], val.steps[i]
     t, label, test_n = eval_pass1(eval_json)
-    val_n = next((r.get("val/episodes") for r in log.records if r["step"] == step), None)
+    val_n = next((r.get(metric.VAL_EPISODES) for r in log.records if r["step"] == step), None)
     gap = v - t
     se = None
     if isinstance(val_n, (int, float)) and val_n > 0 and test_n:
@@ -275,7 +276,7 @@ def check_val_test_gap(log: RunLog) -> Finding | None:
     if gap < VAL_GAP or (se is not None and gap < VAL_GAP_SIGMAS * se):
         return None
     noise = f", {gap / se:.1f} standard errors" if se else ""
-    return Finding("val_test_gap", step, f"val/pass1 {v:.3f} vs evaluation {label} {t:.3f} (gap {gap:+.3f}{noise}; "
+    return Finding("val_test_gap", step, f"{val.name} {v:.3f} vs evaluation {label} {t:.3f} (gap {gap:+.3f}{noise}; "
                    f"{eval_json})", {"val_pass1": v, "test_pass1": t, "test_figure": label, "gap": gap,
                                      "standard_error": se, "eval": str(eval_json)})
 

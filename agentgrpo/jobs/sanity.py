@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgrpo import metric_names as metric
 from agentgrpo.config import load_config
 
 ARMS: dict[str, list[str]] = {
@@ -152,9 +153,9 @@ def read_curve(run_dir: Path, episodes_per_round: int) -> tuple[list[float], lis
     curve, episodes = [], []
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         record = json.loads(line)
-        if "reward/outcome_mean" in record:
-            curve.append(float(record["reward/outcome_mean"]))
-            episodes.append(episodes_per_round * int(record.get("rollout/generation_rounds", 1)))
+        if metric.REWARD_OUTCOME_MEAN in record:
+            curve.append(float(record[metric.REWARD_OUTCOME_MEAN]))
+            episodes.append(episodes_per_round * int(record.get(metric.ROLLOUT_GENERATION_ROUNDS, 1)))
     return curve, episodes
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgrpo import metric_names as metric
 from agentgrpo.eval.stats import Estimate
 from agentgrpo.report.plots import plt, save_figure
 from agentgrpo.tracking import read_metrics
@@ -109,7 +110,7 @@ def plot_bars(summary: Mapping[str, Any], out_png: str | Path, key: str = "pass^
     return save_figure(fig, out_png)
 
 
-def plot_progression(runs: Mapping[str, Sequence[Path]], out_png: str | Path, key: str = "val/pass1") -> bool:
+def plot_progression(runs: Mapping[str, Sequence[Path]], out_png: str | Path, key: str = metric.VAL_PASS1) -> bool:
     """``key`` against step per variant (mean over its seeds' runs); False (no file) if no run logged it."""
     curves = {}
     for name, paths in runs.items():

@@ -9,20 +9,21 @@ import matplotlib
 matplotlib.use("Agg")  # no display: CI machines and servers
 import matplotlib.pyplot as plt  # noqa: E402
 
+from agentgrpo import metric_names as metric  # noqa: E402
 from agentgrpo.tracking import read_metrics  # noqa: E402
 
 DEFAULT_PANELS = (
-    ("reward/outcome_mean", "outcome reward (train rollouts)"),
+    (metric.REWARD_OUTCOME_MEAN, "outcome reward (train rollouts)"),
     # outcomes, not the total reward: PRM-Lite's process score almost never ties, so the
     # estimator's algo/saturated_group_frac reads ~0 for joint while most outcome groups are saturated
-    ("reward/outcome_saturated_group_frac", "outcome-saturated groups (all fail / all succeed)"),
-    ("rollout/informative_groups", "informative groups trained on"),
-    ("algo/skipped_step_frac", "optimizer steps skipped (zero gradient)"),
-    ("rollout/response_tokens_mean", "response tokens per trajectory"),
-    ("rollout/error_rate", "error rate"),
-    ("loss/entropy", "entropy"),
+    (metric.REWARD_OUTCOME_SATURATED_GROUP_FRAC, "outcome-saturated groups (all fail / all succeed)"),
+    (metric.ROLLOUT_INFORMATIVE_GROUPS, "informative groups trained on"),
+    (metric.ALGO_SKIPPED_STEP_FRAC, "optimizer steps skipped (zero gradient)"),
+    (metric.ROLLOUT_RESPONSE_TOKENS_MEAN, "response tokens per trajectory"),
+    (metric.ROLLOUT_ERROR_RATE, "error rate"),
+    (metric.LOSS_ENTROPY, "entropy"),
     # the after-step pass (trainer.lld_diagnostic), else the in-update share, logged by every update
-    ("algo/lld_rate|algo/lld_action_rate", "LLD rate (after the step | within its updates)"),
+    (f"{metric.ALGO_LLD_RATE}|{metric.ALGO_LLD_ACTION_RATE}", "LLD rate (after the step | within its updates)"),
 )
 """(metric, title) per panel; ``a|b`` plots ``a`` where a run logged it, else ``b``."""
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
+from agentgrpo import metric_names as metric
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.config import EndpointError
 from agentgrpo.envs.types import ABORTED
@@ -111,8 +112,8 @@ class Dropped:
     """The survivors of those groups."""
 
     def metrics(self) -> dict[str, float]:
-        return {"reward/non_finite": float(self.non_finite), "rollout/aborted": float(self.aborted),
-                "rollout/skipped_groups": float(self.skipped_groups)}
+        return {metric.REWARD_NON_FINITE: float(self.non_finite), metric.ROLLOUT_ABORTED: float(self.aborted),
+                metric.ROLLOUT_SKIPPED_GROUPS: float(self.skipped_groups)}
 
 
 def drop_unusable(trajectories: list[Trajectory]) -> tuple[list[Trajectory], Dropped]:

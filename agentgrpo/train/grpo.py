@@ -1,6 +1,6 @@
 """The GRPO trainer for multi-turn tool agents (every variant of DESIGN.md §1).
 
-One step reads top to bottom in ``GRPOTrainer.train``: sample tasks (``trainer.task_sampler``)
+One step reads top to bottom in ``GRPOTrainer.step``: sample tasks (``trainer.task_sampler``)
 → roll out a group of G trajectories per task → score them (outcome, plus PRM-Lite when
 ``reward.process_coef > 0``) → leave out episodes without a usable reward (non-finite, or
 aborted by an LLM user's server that failed for good; a group left with fewer than two is
@@ -8,8 +8,9 @@ skipped: ``drop_unusable``) → with ``trainer.dynamic_sampling``, leave out gro
 signal and repeat on new tasks (``sample_groups``) → advantages and token weights (a named estimator from
 ``agentgrpo.algos``) → old/reference log-probs → ``ppo_epochs`` × mini-batches of
 updates on ``agentgrpo.algos.grpo_objective`` (``L_pg + β·KL + λ·L_LLDS − c_H·H``) → LLD
-diagnostics → log → validate / checkpoint. The variant is entirely in the config; nothing
-here branches on it.
+diagnostics; ``GRPOTrainer.train`` loops over the steps: step → validate → log → checkpoint.
+The variant is entirely in the config; nothing here branches on it. The metrics' names are
+``agentgrpo.metric_names``.
 
 The step's partition into mini- and micro-batches is planned once (``plan_updates``): the
 old log-probs, every epoch's updates and the after-update LLD pass run on the same
@@ -31,11 +32,11 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from agentgrpo import metric_names as metric
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.algos import get_advantage_estimator, grpo_objective, llds_loss, preserve_token_count
@@ -66,14 +67,9 @@ from agentgrpo.train.step_plan import UpdatePlan, disable_dropout, logprob_chang
 from agentgrpo.train.task_sampler import TaskRefill, derive_seed, make_task_sampler
 
 
-@dataclass
-class StepOutput:
-    trajectories: list[Trajectory]
-    metrics: dict[str, float]
-
-
 class GRPOTrainer:
-    """Holds the model, optimizer, environment and engine; ``train()`` runs the loop."""
+    """Holds the model, optimizer, environment and engine; ``step()`` runs one training step,
+    ``train()`` the loop over them (with validation, logging and checkpoints)."""
 
     def __init__(self, config: GRPOConfig, resume: bool = False, force: bool = False,
                  task_refill: TaskRefill | None = None):
@@ -107,6 +103,9 @@ class GRPOTrainer:
         self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
         self.scheduler = make_scheduler(self.optimizer, t.steps * updates_per_step, t.warmup_steps, t.lr_schedule)
         self.start_step = 0
+        self.last_batch: RolloutBatch | None = None
+        """The batch the latest ``step()`` trained on (None if it learned from nothing): its tokens
+        and plan are what a benchmark measures the update against."""
         if checkpoint is not None:
             restore_training_state(checkpoint, self.optimizer, self.scheduler)
             state = load_trainer_state(checkpoint)
@@ -142,30 +141,40 @@ class GRPOTrainer:
         cfg, t = self.config, self.config.trainer
         with progress_bar(t.steps, f"grpo[{cfg.experiment}]", cfg.logging.progress, self.start_step) as bar:
             for step in range(self.start_step, t.steps):
-                timings = {"perf/rollout_s": 0.0, "perf/score_s": 0.0}
-                trajectories, sampled, sampling_metrics = self.sample_groups(step, timings)
-                metrics = {**rollout_metrics(sampled), **sampling_metrics}
-                if trajectories:
-                    metrics.update(self.learn(trajectories, step, timings))
-                else:  # dynamic sampling found no informative group: nothing to learn from
-                    warnings.warn(f"step {step + 1}: no informative group in {t.max_generation_rounds} generation "
-                                  "rounds: no update", stacklevel=1)
-                    metrics["algo/skipped_step_frac"] = 1.0
-                metrics.update(timings)
-                metrics["perf/step_s"] = sum(timings.values())
-                metrics["perf/engine_tokens_per_s"] = self.engine.last_stats.tokens_per_second
+                metrics = self.step(step)
                 if t.val_every and (step + 1) % t.val_every == 0:
                     metrics.update(self.validate(step))
                 self.tracker.log(metrics, step + 1)
-                bar.update(1, reward=f"{metrics['reward/outcome_mean']:.2f}",
-                           sat=f"{metrics.get('reward/outcome_saturated_group_frac', 0):.2f}",
-                           informative=f"{metrics['rollout/informative_groups']:.0f}")
+                bar.update(1, reward=f"{metrics.get(metric.REWARD_OUTCOME_MEAN, math.nan):.2f}",
+                           sat=f"{metrics.get(metric.REWARD_OUTCOME_SATURATED_GROUP_FRAC, 0):.2f}",
+                           informative=f"{metrics[metric.ROLLOUT_INFORMATIVE_GROUPS]:.0f}")
                 if t.save_every and (step + 1) % t.save_every == 0 and step + 1 < t.steps:
                     self.save(step + 1)
         self.save(t.steps)
         self.tracker.close()
         final = save_policy(self.model, self.tokenizer, self.run_dir / "final", self.agent_config)
         return final
+
+    def step(self, step: int) -> dict[str, float]:
+        """One whole training step (``step`` counts from 0): sample groups (rollouts, rewards,
+        ``drop_unusable``, dynamic sampling) → advantages → old log-probs → updates → LLD
+        diagnostics. Returns the step's metrics, ``perf/`` seconds per phase included; what
+        the step trained on is kept in ``last_batch``. Validation, logging and checkpoints
+        are ``train()``'s."""
+        timings = {metric.PERF_ROLLOUT_S: 0.0, metric.PERF_SCORE_S: 0.0}
+        trajectories, sampled, sampling_metrics = self.sample_groups(step, timings)
+        metrics = {**rollout_metrics(sampled), **sampling_metrics}
+        self.last_batch = None
+        if trajectories:
+            metrics.update(self.learn(trajectories, step, timings))
+        else:  # dynamic sampling found no informative group: nothing to learn from
+            warnings.warn(f"step {step + 1}: no informative group in {self.config.trainer.max_generation_rounds} "
+                          "generation rounds: no update", stacklevel=2)
+            metrics[metric.ALGO_SKIPPED_STEP_FRAC] = 1.0
+        metrics.update(timings)
+        metrics[metric.PERF_STEP_S] = sum(timings.values())
+        metrics[metric.PERF_ENGINE_TOKENS_PER_S] = self.engine.last_stats.tokens_per_second
+        return metrics
 
     # -------------------------------------------------------------------------- phases
     def sample_groups(self, step: int, timings: dict[str, float]
@@ -189,7 +198,7 @@ class GRPOTrainer:
             tasks = self.sampler.draw(step, generation_round, exclude=drawn)
             drawn.update(task.task_id for task in tasks)
             trajectories = self.collect_rollouts(step, generation_round, tasks)
-            timings["perf/rollout_s"] += time.perf_counter() - clock
+            timings[metric.PERF_ROLLOUT_S] += time.perf_counter() - clock
             clock = time.perf_counter()
             self.score(trajectories)
             usable, round_dropped = drop_unusable(trajectories)
@@ -209,16 +218,16 @@ class GRPOTrainer:
                 elif kept_groups < t.tasks_per_step:  # extra informative groups of the last round: unused
                     kept.extend(group)
                     kept_groups += 1
-            timings["perf/score_s"] += time.perf_counter() - clock
+            timings[metric.PERF_SCORE_S] += time.perf_counter() - clock
             if not t.dynamic_sampling:
                 kept, kept_groups = usable, len(groups)
             if kept_groups >= t.tasks_per_step:
                 break
         metrics = {**dropped.metrics(), **self.sampler.metrics(),
-                   "rollout/generation_rounds": float(generation_round + 1),
-                   "rollout/filtered_groups": float(filtered),
-                   "rollout/informative_groups": float(informative if not t.dynamic_sampling else kept_groups),
-                   "rollout/informative_group_frac": informative / max(sampled_groups, 1)}
+                   metric.ROLLOUT_GENERATION_ROUNDS: float(generation_round + 1),
+                   metric.ROLLOUT_FILTERED_GROUPS: float(filtered),
+                   metric.ROLLOUT_INFORMATIVE_GROUPS: float(informative if not t.dynamic_sampling else kept_groups),
+                   metric.ROLLOUT_INFORMATIVE_GROUP_FRAC: informative / max(sampled_groups, 1)}
         return kept, sampled, metrics
 
     def collect_rollouts(self, step: int, generation_round: int = 0, tasks: list | None = None) -> list[Trajectory]:
@@ -242,23 +251,25 @@ class GRPOTrainer:
             return self.engine.run(specs, seed=derive_seed(*seed_parts))
 
     def learn(self, trajectories: list[Trajectory], step: int, timings: dict[str, float]) -> dict[str, float]:
-        """Advantages → plan → old/reference log-probs → updates (→ LLD diagnostics) on one batch."""
+        """Advantages → plan → old/reference log-probs → updates (→ LLD diagnostics) on one batch
+        (kept in ``last_batch``)."""
         clock = time.perf_counter()
         batch, adv_metrics = self.compute_advantages(trajectories)
-        timings["perf/score_s"] += time.perf_counter() - clock
+        self.last_batch = batch
+        timings[metric.PERF_SCORE_S] += time.perf_counter() - clock
 
         clock = time.perf_counter()
         plan = self.plan_updates(batch, step)
         self.compute_old_logprobs(batch, plan)
-        timings["perf/old_logprob_s"] = time.perf_counter() - clock
+        timings[metric.PERF_OLD_LOGPROB_S] = time.perf_counter() - clock
 
         clock = time.perf_counter()
         metrics = {**adv_metrics, **self.update(batch, plan)}
-        timings["perf/update_s"] = time.perf_counter() - clock
+        timings[metric.PERF_UPDATE_S] = time.perf_counter() - clock
         if self.config.trainer.lld_diagnostic:
             clock = time.perf_counter()
             metrics.update(self.lld_diagnostics(batch, plan))
-            timings["perf/lld_s"] = time.perf_counter() - clock
+            timings[metric.PERF_LLD_S] = time.perf_counter() - clock
         return metrics
 
     def score(self, trajectories: list[Trajectory]) -> None:
@@ -317,11 +328,11 @@ class GRPOTrainer:
         for _ in range(self.config.trainer.ppo_epochs):
             for micro_batches in plan.mini_batches:
                 update = self._mini_batch_update(batch, micro_batches)
-                grad_norms.append(update["algo/grad_norm"])
+                grad_norms.append(update[metric.ALGO_GRAD_NORM])
                 for key, value in update.items():
                     sums[key] = sums.get(key, 0.0) + value
         metrics = {key: value / max(len(grad_norms), 1) for key, value in sums.items()}
-        metrics["algo/grad_norm_max"] = max(grad_norms, default=0.0)
+        metrics[metric.ALGO_GRAD_NORM_MAX] = max(grad_norms, default=0.0)
         return metrics
 
     def _mini_batch_update(self, batch: RolloutBatch, micro_batches: list[list[int]]) -> dict[str, float]:
@@ -353,25 +364,25 @@ class GRPOTrainer:
                 share = len(micro_rows) / len(rows)
                 for key, value in parts.items():  # loss/* add up over micro-batches; algo/* are row shares
                     metrics[key] = metrics.get(key, 0.0) + (value if key.startswith("loss/") else share * value)
-        metrics["algo/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.max_grad_norm))
-        skip = t.skip_zero_grad_steps and metrics["algo/grad_norm"] == 0.0
-        metrics["algo/skipped_step_frac"] = float(skip)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.max_grad_norm))
+        skip = t.skip_zero_grad_steps and grad_norm == 0.0
+        metrics[metric.ALGO_GRAD_NORM], metrics[metric.ALGO_SKIPPED_STEP_FRAC] = grad_norm, float(skip)
         if not skip:
             self.optimizer.step()
             self.scheduler.step()
-        metrics["algo/lr"] = self.scheduler.get_last_lr()[0]
+        metrics[metric.ALGO_LR] = self.scheduler.get_last_lr()[0]
         return metrics
 
     @torch.no_grad()
     def lld_diagnostics(self, batch: RolloutBatch, plan: UpdatePlan) -> dict[str, float]:
         """After the step's updates, one forward pass on the plan's micro-batches: ``algo/lld_rate``
-        (share of preserve-set actions whose log-likelihood fell) and the mean per-token
-        log-prob change of A ≥ 0 and A < 0 rows (``logprob_change``). Exactly 0 when the
-        weights did not move."""
+        (share of preserve-set actions whose log-likelihood fell: ``llds_loss``'s action rate,
+        over the whole step) and the mean per-token log-prob change of A ≥ 0 and A < 0 rows
+        (``logprob_change``). Exactly 0 when the weights did not move."""
         with self._training_mode():
             new = self._batch_logprobs(self.forward, batch, plan.micro_batches)
         _, metrics = llds_loss(new, batch.old_logprobs, batch.seq_advantages, batch.response_mask)
-        return {"algo/lld_rate": float(metrics["lld/action_rate"]),
+        return {metric.ALGO_LLD_RATE: float(metrics["lld/action_rate"]),
                 **logprob_change(new, batch.old_logprobs, batch.seq_advantages, batch.response_mask)}
 
     def validate(self, step: int) -> dict[str, float]:
@@ -385,8 +396,8 @@ class GRPOTrainer:
         val_rollout = dataclasses.replace(cfg.rollout, temperature=cfg.trainer.val_temperature)
         engine = RolloutEngine(self.model, self.chat, val_rollout)
         trajectories = engine.run(specs, seed=derive_seed("val", cfg.seed, step))
-        return {"val/pass1": statistics.fmean(t.outcome_reward for t in trajectories) if trajectories else 0.0,
-                "val/episodes": float(len(trajectories))}  # its sample size, for diagnose's val-vs-test check
+        return {metric.VAL_PASS1: statistics.fmean(t.outcome_reward for t in trajectories) if trajectories else 0.0,
+                metric.VAL_EPISODES: float(len(trajectories))}  # its sample size, for diagnose's val-vs-test check
 
     def save(self, step: int) -> Path:
         state = {"config": to_dict(self.config), "experiment": self.config.experiment,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 
+from agentgrpo import metric_names as metric
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.stats_util import percentile_50
 
@@ -22,32 +23,32 @@ def rollout_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
     n = len(trajectories)
     turn_tokens = [turn.num_tokens for t in trajectories for turn in t.turns]
     metrics = {
-        "reward/outcome_mean": statistics.fmean(t.outcome_reward for t in trajectories),
-        "reward/process_mean": statistics.fmean(t.process_score for t in trajectories),
-        "reward/total_mean": statistics.fmean(t.reward for t in trajectories),
-        "reward/total_std": statistics.pstdev([t.reward for t in trajectories]),
-        "rollout/response_tokens_mean": statistics.fmean(t.num_response_tokens for t in trajectories),
-        "rollout/sequence_tokens_mean": statistics.fmean(len(t.token_ids) for t in trajectories),
-        "rollout/turns_mean": statistics.fmean(len(t.turns) for t in trajectories),
-        "rollout/tokens_per_turn_p50": percentile_50(turn_tokens),
-        "rollout/tokens_per_turn_mean": statistics.fmean(turn_tokens) if turn_tokens else 0.0,
+        metric.REWARD_OUTCOME_MEAN: statistics.fmean(t.outcome_reward for t in trajectories),
+        metric.REWARD_PROCESS_MEAN: statistics.fmean(t.process_score for t in trajectories),
+        metric.REWARD_TOTAL_MEAN: statistics.fmean(t.reward for t in trajectories),
+        metric.REWARD_TOTAL_STD: statistics.pstdev([t.reward for t in trajectories]),
+        metric.ROLLOUT_RESPONSE_TOKENS_MEAN: statistics.fmean(t.num_response_tokens for t in trajectories),
+        metric.ROLLOUT_SEQUENCE_TOKENS_MEAN: statistics.fmean(len(t.token_ids) for t in trajectories),
+        metric.ROLLOUT_TURNS_MEAN: statistics.fmean(len(t.turns) for t in trajectories),
+        metric.ROLLOUT_TOKENS_PER_TURN_P50: percentile_50(turn_tokens),
+        metric.ROLLOUT_TOKENS_PER_TURN_MEAN: statistics.fmean(turn_tokens) if turn_tokens else 0.0,
         # every step is one assistant turn (a tool call, a reply, or a malformed one)
-        "rollout/malformed_turn_rate": sum(t.num_invalid for t in trajectories)
+        metric.ROLLOUT_MALFORMED_TURN_RATE: sum(t.num_invalid for t in trajectories)
         / max(sum(len(t.steps) for t in trajectories), 1),
-        "rollout/error_rate": sum(t.has_error for t in trajectories) / n,
-        "rollout/invalid_rate": sum(t.num_invalid > 0 for t in trajectories) / n,
-        "rollout/tool_calls_mean": statistics.fmean(sum(s.is_tool for s in t.steps) for t in trajectories),
+        metric.ROLLOUT_ERROR_RATE: sum(t.has_error for t in trajectories) / n,
+        metric.ROLLOUT_INVALID_RATE: sum(t.num_invalid > 0 for t in trajectories) / n,
+        metric.ROLLOUT_TOOL_CALLS_MEAN: statistics.fmean(sum(s.is_tool for s in t.steps) for t in trajectories),
     }
     saturated = outcome_saturated_group_frac(trajectories)
     if saturated is not None:
-        metrics["reward/outcome_saturated_group_frac"] = saturated
+        metrics[metric.REWARD_OUTCOME_SATURATED_GROUP_FRAC] = saturated
     for ending, count in Counter(t.termination for t in trajectories).items():
-        metrics[f"rollout/end_{ending}"] = count / n
+        metrics[metric.rollout_end(ending)] = count / n
     fired = Counter()
     for t in trajectories:
         fired.update(t.info.get("prm_fired", {}))
     for rule, count in sorted(fired.items()):
-        metrics[f"prm/{rule}_per_traj"] = count / n
+        metrics[metric.prm_rule(rule)] = count / n
     return metrics
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from agentgrpo import metric_names as metric
 from agentgrpo.algos import preserve_set
 
 
@@ -75,7 +76,7 @@ def disable_dropout(model: torch.nn.Module) -> None:
             module.attention_dropout = 0.0
 
 
-LOGPROB_CHANGE_METRICS = ("algo/logp_change_adv_nonneg", "algo/logp_change_adv_neg")
+LOGPROB_CHANGE_METRICS = (metric.ALGO_LOGP_CHANGE_ADV_NONNEG, metric.ALGO_LOGP_CHANGE_ADV_NEG)
 
 
 def logprob_change(new: torch.Tensor, old: torch.Tensor, seq_adv: torch.Tensor,

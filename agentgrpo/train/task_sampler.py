@@ -28,6 +28,7 @@ import statistics
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
+from agentgrpo import metric_names as metric
 from agentgrpo.config import ConfigError
 from agentgrpo.envs.types import Task
 
@@ -173,10 +174,10 @@ class FrontierSampler:
         """``sampler/``: pool size, share never tried, share above the floor (the frontier), mean p of tried."""
         weights = self.weights()
         tried = [self.stats[task_id][0] for task_id in self.pool if task_id in self.stats]
-        return {"sampler/pool_tasks": float(len(self.pool)),
-                "sampler/untried_frac": 1.0 - len(tried) / len(self.pool),
-                "sampler/frontier_frac": sum(w > self.floor for w in weights.values()) / len(self.pool),
-                "sampler/success_mean": statistics.fmean(tried) if tried else math.nan}
+        return {metric.SAMPLER_POOL_TASKS: float(len(self.pool)),
+                metric.SAMPLER_UNTRIED_FRAC: 1.0 - len(tried) / len(self.pool),
+                metric.SAMPLER_FRONTIER_FRAC: sum(w > self.floor for w in weights.values()) / len(self.pool),
+                metric.SAMPLER_SUCCESS_MEAN: statistics.fmean(tried) if tried else math.nan}
 
 
 TaskSampler = UniformSampler | FrontierSampler
