@@ -19,7 +19,7 @@ from agentgrpo.algos import (
     Importance,
     KLKind,
     advantage_estimator_names,
-    estimator_length_norm,
+    check_loss_pairing,
 )
 from agentgrpo.config import ConfigError, require
 from agentgrpo.envs.config import EnvConfig
@@ -28,15 +28,12 @@ from agentgrpo.policy.settings import PolicyConfig
 from agentgrpo.rollout.engine import RolloutConfig
 from agentgrpo.tracking import TrackingConfig
 
-LENGTH_DIVIDING_AGGS = ("token-mean", "seq-mean-token-mean")
-"""Aggregations that divide by the response length: with an estimator whose advantage
-already carries 1/L or 1/√L they would divide by it a second time."""
-
 
 @dataclass
 class AlgoConfig:
     adv_estimator: str = "grpo"
-    """Registered advantage estimator: grpo (A/L), lata (A/√L), turn_discount, turn_discount_lata, dr_grpo."""
+    """A name of the advantage-estimator registry (``agentgrpo.algos.advantage_estimator_names()``;
+    the presets are listed in ``agentgrpo.algos.PRESETS``)."""
     norm_by_std: bool = True
     """Divide group-centred rewards by the group std (GRPO); False = Dr. GRPO."""
     adv_std_eps: float = 1e-6
@@ -95,12 +92,11 @@ class AlgoConfig:
         require(self.clip_high > 0, "algo.clip_high", self.clip_high, "must be > 0")
         for key in ("kl_coef", "llds_coef", "entropy_coef"):
             require(getattr(self, key) >= 0, f"algo.{key}", getattr(self, key), "must be >= 0")
-        norm = estimator_length_norm(self.adv_estimator)
-        if norm in ("linear", "sqrt") and self.loss_agg in LENGTH_DIVIDING_AGGS:
-            raise ConfigError(
-                f"algo.loss_agg={self.loss_agg} with algo.adv_estimator={self.adv_estimator} divides by the "
-                f"response length twice (the advantage already carries a {norm} length factor): set "
-                "algo.loss_agg=seq-mean-token-sum, or algo.adv_estimator=dr_grpo")
+        try:
+            check_loss_pairing(self.adv_estimator, self.loss_agg, estimator_key="algo.adv_estimator",
+                               loss_agg_key="algo.loss_agg")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
 
 
 @dataclass

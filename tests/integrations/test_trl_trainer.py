@@ -159,7 +159,8 @@ def test_config_rejects_what_the_loss_does_not_implement(tmp_path):
     for overrides, message in (
         ({"scale_rewards": "batch"}, "scale_rewards"),
         ({"adv_estimator": "cubic"}, "adv_estimator"),
-        ({"adv_estimator": "grpo", "loss_agg": "token-mean"}, "divide by the length again"),
+        ({"adv_estimator": "grpo", "loss_agg": "token-mean"}, "divides by the response length twice"),
+        ({"adv_std_eps": 0.0}, "adv_std_eps"),
         ({"loss_agg": "mean"}, "loss_agg"),
         ({"entropy_coef": 0.01}, "entropy_coef"),
         ({"loss_type": "cispo"}, "PPO-clip"),

@@ -28,7 +28,6 @@ dataset (``airline_dataset``) has one row per training task; its ``prompt`` is t
 from __future__ import annotations
 
 import contextlib
-import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -38,14 +37,10 @@ from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import TRAIN_SPLITS, EnvBundle, make_env
 from agentgrpo.envs.user_sim import ChatClient
 from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig, RolloutEngine
+from agentgrpo.train.task_sampler import derive_seed
 
 EXTRA_COLUMNS = ("outcome", "transcript", "termination")
 """What ``AirlineRollout`` hands TRL besides tokens; TRL passes them to the reward functions."""
-
-
-def derive_seed(*parts: Any) -> int:
-    """A stable 63-bit seed from parts (Python's ``hash`` is salted per process)."""
-    return random.Random(":".join(map(str, parts))).getrandbits(63)
 
 
 def airline_dataset(bundle: EnvBundle, splits: Sequence[str] = TRAIN_SPLITS) -> Any:

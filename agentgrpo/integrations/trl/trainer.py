@@ -40,17 +40,15 @@ from trl import GRPOConfig, GRPOTrainer
 
 from agentgrpo.algos import (
     AGG_MODES,
+    DISCOUNT_UNITS,
     GATES,
     advantage_estimator_names,
-    estimator_length_norm,
+    check_loss_pairing,
     get_advantage_estimator,
     grpo_objective,
     preserve_token_count,
 )
 
-DISCOUNT_UNITS = ("token", "turn")
-# loss aggregations that divide by the sequence length (or the batch's token count) again
-LENGTH_DIVIDING_AGGS = ("token-mean", "seq-mean-token-mean")
 _MULTIMODAL_KEYS = (
     "pixel_values",
     "image_grid_thw",
@@ -72,9 +70,14 @@ class AgentGRPOConfig(GRPOConfig):
     adv_estimator: str = field(
         default="grpo",
         metadata={
-            "help": "Registered advantage estimator (agentgrpo.algos): grpo (A/L), lata (A/√L), "
-            "turn_discount, turn_discount_lata, dr_grpo, or a custom registered name."
+            "help": "Advantage estimator of the agentgrpo.algos registry: "
+            + ", ".join(advantage_estimator_names())
+            + ", or a custom name registered before the config is built."
         },
+    )
+    adv_std_eps: float = field(
+        default=1e-6,
+        metadata={"help": "ε in A = (R − mean) / (std + ε), as the native trainer's algo.adv_std_eps."},
     )
     turn_discount_alpha: float | None = field(
         default=None,
@@ -125,14 +128,9 @@ class AgentGRPOConfig(GRPOConfig):
         ):
             if value not in choices:
                 raise ValueError(f"{name}={value!r} is not one of {list(choices)}")
-        if estimator_length_norm(self.adv_estimator) in ("linear", "sqrt") and (
-            self.loss_agg in LENGTH_DIVIDING_AGGS
-        ):
-            raise ValueError(
-                f"adv_estimator={self.adv_estimator!r} already divides the advantage by a length "
-                f"factor; loss_agg={self.loss_agg!r} would divide by the length again: use "
-                "seq-mean-token-sum (or dr_grpo with seq-mean-token-sum-norm)"
-            )
+        check_loss_pairing(self.adv_estimator, self.loss_agg)
+        if not self.adv_std_eps > 0:
+            raise ValueError(f"adv_std_eps must be > 0, got {self.adv_std_eps}")
         if self.turn_discount_alpha is not None and not self.turn_discount_alpha > 0:
             raise ValueError(
                 f"turn_discount_alpha must be > 0 (or None), got {self.turn_discount_alpha}"
@@ -247,6 +245,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             norm_by_std=self.args.scale_rewards == "group",
             turn_discount_alpha=self.args.turn_discount_alpha,
             turn_discount_unit=self.args.turn_discount_unit,
+            eps=self.args.adv_std_eps,
         )
         for name, value in advantages.metrics.items():
             self._metrics[mode][name].append(float(value))

@@ -38,12 +38,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgrpo.algos import AGG_MODES, advantage_estimator_names, estimator_length_norm
+from agentgrpo.algos import AGG_MODES, check_loss_pairing
 from agentgrpo.integrations.verl.estimators import VERL_PREFIX
 from agentgrpo.integrations.verl.losses import DEFAULT_LLDS_COEF, DEFAULT_LOSS_AGG, HOST_LOSS_AGG
 from agentgrpo.integrations.verl.settings import choice, setting
-
-LENGTH_DIVIDING_AGGS = ("token-mean", "seq-mean-token-mean")
 
 OUR_LOSS = "agentgrpo_llds"
 BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
@@ -155,12 +153,12 @@ def launch_problems(config: Any) -> list[str]:
                             "with AGENTGRPO_LOSS_AGG")
         loss_agg = setting(None, "loss_agg", DEFAULT_LOSS_AGG, choice(AGG_MODES))
         estimator = str(select(config, "algorithm.adv_estimator", ""))
-        name = estimator[len(VERL_PREFIX):] if estimator.startswith(VERL_PREFIX) else None
-        if (name in advantage_estimator_names() and loss_agg in LENGTH_DIVIDING_AGGS
-                and estimator_length_norm(name) in ("linear", "sqrt")):
-            problems.append(f"AGENTGRPO_LOSS_AGG={loss_agg} with algorithm.adv_estimator={estimator} divides by "
-                            f"the response length twice (the advantage already carries a "
-                            f"{estimator_length_norm(name)} length factor): use seq-mean-token-sum")
+        if estimator.startswith(VERL_PREFIX):
+            try:
+                check_loss_pairing(estimator[len(VERL_PREFIX):], loss_agg, estimator_key="algorithm.adv_estimator",
+                                   loss_agg_key="AGENTGRPO_LOSS_AGG", name_prefix=VERL_PREFIX)
+            except ValueError as error:
+                problems.append(str(error))
         if llds_coef() > 0 and bypass_mode(config):
             problems.append(f"AGENTGRPO_LLDS_COEF={llds_coef()} with {BYPASS_KEY}=true: old log-probs from the "
                             "rollout engine are another numeric path, so LLDS would penalise that mismatch "

@@ -10,7 +10,8 @@ Each is called by veRL as ``fn(token_level_rewards, response_mask, config, index
 returns per-token advantages ``(advantages, returns)``, both ``[bs, response_length]``
 (veRL allows per-token values).
 
-Settings, from ``algorithm.<key>`` (add with ``+algorithm.<key>=...``) or else the
+Settings (``estimator_settings``), from ``algorithm.<key>`` (add with ``+algorithm.<key>=...``;
+the launch scripts set them from the experiment with ``agentgrpo hosts verl``) or else the
 environment variable ``AGENTGRPO_<KEY>`` (see ``settings``):
 
 * ``norm_adv_by_std_in_grpo`` (veRL's own key, default true): divide by the group std;
@@ -51,17 +52,27 @@ from typing import Any
 
 import torch
 
-from agentgrpo.algos import advantage_estimator_names, get_advantage_estimator
+from agentgrpo.algos import DISCOUNT_UNITS, advantage_estimator_names, get_advantage_estimator
 from agentgrpo.algos.llds import preserve_set
 from agentgrpo.integrations.verl.settings import as_bool, choice, optional_float, optional_int, setting
 
 VERL_PREFIX = "agentgrpo_"
-DISCOUNT_UNITS = ("token", "turn")
 
 
 def verl_name(name: str) -> str:
     """The veRL ``algorithm.adv_estimator`` name of registry estimator ``name``."""
     return VERL_PREFIX + name
+
+
+def estimator_settings(config: Any = None) -> dict[str, Any]:
+    """The registry estimator's keyword arguments as the plugin reads them: ``algorithm.<key>``
+    of veRL's config, else ``AGENTGRPO_<KEY>``, else the default (module docstring)."""
+    return {
+        "norm_by_std": setting(config, "norm_adv_by_std_in_grpo", True, as_bool),
+        "turn_discount_alpha": setting(config, "turn_discount_alpha", None, optional_float),
+        "turn_discount_unit": setting(config, "turn_discount_unit", "token", choice(DISCOUNT_UNITS)),
+        "eps": setting(config, "adv_std_eps", 1e-6, float),
+    }
 
 
 def verl_token_advantages(
@@ -90,10 +101,7 @@ def verl_token_advantages(
             token_level_rewards.sum(dim=-1),  # [bs]
             index,
             response_mask,
-            norm_by_std=setting(config, "norm_adv_by_std_in_grpo", True, as_bool),
-            turn_discount_alpha=setting(config, "turn_discount_alpha", None, optional_float),
-            turn_discount_unit=setting(config, "turn_discount_unit", "token", choice(DISCOUNT_UNITS)),
-            eps=setting(config, "adv_std_eps", 1e-6, float),
+            **estimator_settings(config),
         )
         token_adv = advantages.token
         layout = [setting(config, key, None, optional_int)

@@ -29,7 +29,8 @@ the mini-batch's token count over its own (a ratio estimate) and logs
 ``algo/llds_count_estimated`` = 1.
 
 Settings (the actor config rejects unknown keys and never sees ``algorithm``, so these
-come from environment variables, forwarded to the Ray workers by the launch scripts):
+come from environment variables, which the launch scripts export from ``agentgrpo hosts
+verl`` — the experiment's values — and forward to the Ray workers; ``loss_settings``):
 ``AGENTGRPO_LLDS_COEF`` (λ, default 0: unset means no LLDS), ``AGENTGRPO_LLDS_GATE`` (``action`` | ``token``
 | ``response``), ``AGENTGRPO_LOSS_AGG`` (the policy-gradient aggregation),
 ``AGENTGRPO_IMPORTANCE`` (``token`` | ``sequence``, GSPO's ratio). Clip ranges are veRL's
@@ -43,14 +44,13 @@ from typing import Any
 
 import torch
 
-from agentgrpo.algos import AGG_MODES, GATES, grpo_objective, preserve_token_count
+from agentgrpo.algos import AGG_MODES, GATES, IMPORTANCE_LEVELS, grpo_objective, preserve_token_count
 from agentgrpo.integrations.verl.estimators import carried_preserve_count
 from agentgrpo.integrations.verl.settings import choice, config_value, setting
 
 DEFAULT_LLDS_COEF = 0.0
 DEFAULT_LOSS_AGG = "seq-mean-token-sum"
 HOST_LOSS_AGG = "token-mean"
-IMPORTANCE_LEVELS = ("token", "sequence")
 
 
 def clip_range(config: Any) -> tuple[float, float]:
@@ -59,6 +59,22 @@ def clip_range(config: Any) -> tuple[float, float]:
     base = 0.2 if base is None else float(base)
     low, high = config_value(config, "clip_ratio_low"), config_value(config, "clip_ratio_high")
     return (base if low is None else float(low)), (base if high is None else float(high))
+
+
+def loss_settings(config: Any = None) -> dict[str, Any]:
+    """``grpo_objective``'s settings as ``agentgrpo_llds`` reads them from the actor config it is
+    handed (clip ranges) and ``AGENTGRPO_*`` (the rest; module docstring)."""
+    # veRL's actor config never holds the agentgrpo keys (it rejects unknown ones), so in
+    # practice they come from the environment; a plain dict config (tests, other hosts) may set them.
+    clip_low, clip_high = clip_range(config)
+    return {
+        "llds_coef": setting(config, "llds_coef", DEFAULT_LLDS_COEF, float),
+        "llds_gate": setting(config, "llds_gate", "action", choice(GATES)),
+        "loss_agg": setting(config, "loss_agg", DEFAULT_LOSS_AGG, choice(AGG_MODES)),
+        "importance": setting(config, "importance", "token", choice(IMPORTANCE_LEVELS)),
+        "clip_low": clip_low,
+        "clip_high": clip_high,
+    }
 
 
 def objective_counts(
@@ -124,14 +140,9 @@ def agentgrpo_llds(
             f"must be {HOST_LOSS_AGG!r} (veRL reduces its KL and entropy terms with it, and agentgrpo "
             "defines them as token means); set the policy-gradient aggregation with AGENTGRPO_LOSS_AGG"
         )
-    # veRL's actor config never holds these keys (it rejects unknown ones), so in practice
-    # they come from the environment; a plain dict config (tests, other hosts) may set them.
-    coef = setting(config, "llds_coef", DEFAULT_LLDS_COEF, float)
-    gate = setting(config, "llds_gate", "action", choice(GATES))
-    loss_agg = setting(config, "loss_agg", DEFAULT_LOSS_AGG, choice(AGG_MODES))
-    importance = setting(config, "importance", "token", choice(IMPORTANCE_LEVELS))
-    clip_low, clip_high = clip_range(config)
-    counts = objective_counts(config_value(config, "global_batch_info"), response_mask, advantages, loss_agg)
+    settings = loss_settings(config)
+    counts = objective_counts(config_value(config, "global_batch_info"), response_mask, advantages,
+                              settings.pop("loss_agg"))
     estimated = counts.pop("estimated")
     advantages = advantages * response_mask.detach().to(advantages.dtype)  # drop the carried count
     loss, metrics = grpo_objective(
@@ -139,12 +150,8 @@ def agentgrpo_llds(
         old_log_prob,
         advantages,
         response_mask,
-        clip_low=clip_low,
-        clip_high=clip_high,
-        importance=importance,
-        llds_coef=coef,
-        llds_gate=gate,
         rollout_is_weights=rollout_is_weights,
+        **settings,
         **counts,
     )
     metrics["algo/llds_count_estimated"] = float(estimated)
