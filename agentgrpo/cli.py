@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ablate": ("agentgrpo.jobs.ablate", "every variant × seeds: table with CIs, plots, diagnoses"),
     "sanity": ("agentgrpo.jobs.sanity", "does GRPO learn? the toy domain with negated and lr=0 controls"),
     "diagnose": ("agentgrpo.diagnose", "collapse signatures in a GRPO run's metrics.jsonl"),
+    "hosts": ("agentgrpo.integrations.host_settings", "an experiment's settings for veRL or TRL (equal to train's)"),
     "verl-prepare": ("agentgrpo.integrations.verl.data", "write the airline task parquet files for veRL"),
     "verl-merge": ("agentgrpo.integrations.verl.merge", "merge a veRL FSDP checkpoint into an HF dir for eval"),
 }

@@ -7,6 +7,12 @@
 # from the environment, e.g. `POLICY_MODEL=/models/qwen7b USER_BASE_URL=http://h:8001/v1 bash run_exp2_lata.sh`.
 # Extra arguments to a run script are Hydra overrides appended to veRL's command line.
 #
+# The experiment's numbers (estimator, λ, PRM-Lite weight, clip, KL, mini-batches, temperature...)
+# are not set here: `agentgrpo hosts verl experiment=NAME $GRPO_OVERRIDES` writes them from
+# configs/experiment/NAME.yaml over configs/grpo.yaml, the files the native trainer reads, so
+# one name trains one thing on every host. Native overrides go in GRPO_OVERRIDES, e.g.
+# `GRPO_OVERRIDES="rollout.temperature=0.7 algo.llds_coef=0.3" bash run_llds.sh`.
+#
 # Before veRL starts, every launch runs agentgrpo's launch check (python -m
 # agentgrpo.integrations.verl.dry_run, same config and overrides): the Hydra config composed,
 # the trainer's modules imported, veRL's validate_config, our loss and estimator resolved from
@@ -52,18 +58,17 @@ USER_BASE_URL=${USER_BASE_URL:-}                     # set to use a server you a
 USER_GPU=${USER_GPU:-1}
 POLICY_GPU=${POLICY_GPU:-0}
 
-# ---- algorithm switches (the run scripts set PRM_COEF and LLDS_COEF) ------------------------
-#   PRM_COEF   reward = outcome + PRM_COEF · PRM-Lite process score (default 0)
-#   LLDS_COEF  λ of LLDS in the agentgrpo_llds loss (default 0: plain PPO-clip)
-LLDS_GATE=${LLDS_GATE:-action}
-# aggregation of the policy-gradient term (veRL's own loss_agg_mode stays token-mean: KL, entropy)
-LOSS_AGG=${LOSS_AGG:-seq-mean-token-sum}
+# ---- the experiment, from the native config ------------------------------------------------
+# native overrides (key=value, space-separated) for every run: the policy model's sampling
+# temperature, the seed's T = 0.7 for Qwen2.5-7B-Instruct (grpo.yaml's 0.5 is the tiny CPU
+# preset's); add e.g. algo.llds_coef=0.3 (the LLD paper's λ for 7B-Instruct) here
+GRPO_OVERRIDES=${GRPO_OVERRIDES-rollout.temperature=0.7}
 # old log-probs = vLLM's rollout log-probs, no recomputation pass (the seed's memory saver;
 # veRL >= 0.7). veRL 0.9's default V1 trainer (trainer.use_v1=true; it imports transfer_queue,
 # which agentgrpo[verl] installs) keeps our loss in bypass mode. veRL's legacy trainer (0.7-0.8,
 # or trainer.use_v1=false) replaces loss_mode by its own 'bypass_mode' loss there, dropping
 # agentgrpo_llds: the launch check refuses that; set BYPASS_MODE=false (empty on veRL < 0.7).
-# With LLDS (LLDS_COEF > 0) the default is false: vLLM's log-probs are another numeric path, so
+# With LLDS (λ > 0) the default is false: vLLM's log-probs are another numeric path, so
 # LLDS would penalise that mismatch and never be 0 on unchanged weights (the check refuses it).
 BYPASS_MODE=${BYPASS_MODE-auto}
 
@@ -106,11 +111,16 @@ start_user_server() {
   exit 1
 }
 
-# run_experiment NAME [hydra overrides...]
+# run_experiment NAME [hydra overrides...]: NAME is an experiment of configs/experiment/
 run_experiment() {
   local name=$1; shift
   prepare_data
-  export AGENTGRPO_PRM_COEF=${PRM_COEF:-0.0} AGENTGRPO_LLDS_COEF=${LLDS_COEF:-0.0} AGENTGRPO_LLDS_GATE=$LLDS_GATE AGENTGRPO_LOSS_AGG=$LOSS_AGG
+  # the experiment's settings: exports AGENTGRPO_LLDS_COEF, _LLDS_GATE, _LOSS_AGG, _IMPORTANCE,
+  # _PRM_COEF and sets the array HOST_OVERRIDES (refused, one line, when veRL cannot train it)
+  local settings
+  # shellcheck disable=SC2086  # GRPO_OVERRIDES is a space-separated list of key=value
+  settings=$(python3 -m agentgrpo.cli hosts verl "experiment=$name" $GRPO_OVERRIDES)
+  eval "$settings"
   export AGENTGRPO_POLICY_MODEL=$POLICY_MODEL
   export AGENTGRPO_USER_KIND=$USER_KIND AGENTGRPO_USER_MODEL=$USER_MODEL
   export AGENTGRPO_USER_BASE_URL=${USER_BASE_URL:-http://127.0.0.1:${USER_PORT}/v1}
@@ -119,6 +129,7 @@ run_experiment() {
   # registries and settings are per process: forward them to every Ray worker
   local forward=()
   for var in VERL_USE_EXTERNAL_MODULES AGENTGRPO_PRM_COEF AGENTGRPO_LLDS_COEF AGENTGRPO_LLDS_GATE AGENTGRPO_LOSS_AGG \
+             AGENTGRPO_IMPORTANCE \
              AGENTGRPO_USER_KIND AGENTGRPO_USER_MODEL AGENTGRPO_USER_BASE_URL AGENTGRPO_VERL_CONFIGS \
              AGENTGRPO_REWARD_FILE AGENTGRPO_DATA_DIR AGENTGRPO_POLICY_MODEL HF_HUB_OFFLINE \
              TRANSFORMERS_OFFLINE; do
@@ -126,14 +137,14 @@ run_experiment() {
   done
   local bypass=$BYPASS_MODE
   if [[ "$bypass" == auto ]]; then
-    if python3 -c "import sys; sys.exit(float('${LLDS_COEF:-0}') <= 0)"; then bypass=false; else bypass=true; fi
+    if python3 -c "import sys; sys.exit(float('$AGENTGRPO_LLDS_COEF') <= 0)"; then bypass=false; else bypass=true; fi
   fi
   if [[ -n "$bypass" ]]; then forward+=("algorithm.rollout_correction.bypass_mode=$bypass"); fi
   # data files, model, agent-loop YAML and reward file come from the AGENTGRPO_* variables
   # that airline_grpo.yaml reads with ${oc.env:...}
   local args=(--config-path="$VERL_CONFIGS" --config-name=airline_grpo
               trainer.experiment_name="$name" trainer.default_local_dir="$CKPT_DIR/$name"
-              "${forward[@]}" "$@")
+              "${HOST_OVERRIDES[@]}" "${forward[@]}" "$@")
   python3 -m agentgrpo.integrations.verl.dry_run "${args[@]}" | tee "$LOG_DIR/$name.check.log"
   if [[ -n "$DRY_RUN" ]]; then return; fi
   start_user_server

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check of issue 11, prepared for a session that is lent a GPU (see docs/results/gpu.md):
-# a few veRL GRPO steps of agentgrpo_lata + LLDS (run_joint_llds.sh: A/√L, λ = 0.3, 2 updates per
-# rollout, outcome + 0.3·PRM-Lite) on generated airline tasks with the scripted user, on one GPU,
+# a few veRL GRPO steps of agentgrpo_lata + LLDS (run_joint_llds.sh: configs/experiment/joint_llds.yaml,
+# A/√L, λ = 0.2, 2 updates per rollout, outcome + 0.3·PRM-Lite) on generated airline tasks with the scripted user, on one GPU,
 # timed. Writes $OUT/gpu_check.json (steps/s, per-step seconds, loss/llds) and the logs.
 #
 #   OUT=/tmp/gpu_check STEPS=4 bash examples/verl/gpu_check.sh [extra Hydra overrides]

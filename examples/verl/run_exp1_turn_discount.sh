@@ -1,9 +1,5 @@
 #!/usr/bin/env bash
-# Exp 1, Turn-Discount: Â = A/L · w, w ∝ 1.05^(L−1−k), mean 1 (seed: 0.125 pass^1).
+# Exp 1, Turn-Discount: Â = A/L · w, w ∝ α^(L−1−k), mean 1 (seed: 0.125 pass^1).
+# Its numbers: configs/experiment/turn_discount.yaml over configs/grpo.yaml (agentgrpo hosts verl experiment=turn_discount).
 source "$(dirname "$0")/common.sh"
-PRM_COEF=0.0
-run_experiment turn_discount \
-  algorithm.adv_estimator=agentgrpo_turn_discount \
-  algorithm.turn_discount_alpha=1.05 \
-  actor_rollout_ref.actor.policy_loss.loss_mode=agentgrpo_llds \
-  "$@"
+run_experiment turn_discount "$@"

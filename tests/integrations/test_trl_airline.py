@@ -15,14 +15,15 @@ pytest.importorskip("trl")
 pytestmark = pytest.mark.trl
 
 from agentgrpo.envs.airline.factory import EnvConfig, SplitConfig, build_env  # noqa: E402
+from agentgrpo.integrations.host_settings import load_native  # noqa: E402
 from agentgrpo.integrations.trl import airline_dataset  # noqa: E402
 from agentgrpo.policy.hf import load_policy  # noqa: E402
 from agentgrpo.rewards import PRMLite, parse_messages  # noqa: E402
-from agentgrpo.rollout.engine import RolloutConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "trl" / "train_airline.py"
 ENV = EnvConfig(n_tasks=12, splits=SplitConfig(covered_seen=4, uncovered_seen=4, unseen=4))
+ENV_OVERRIDES = ["env.n_tasks=12", "env.splits.covered_seen=4", "env.splits.uncovered_seen=4", "env.splits.unseen=4"]
 PRM_COEF = 0.3
 
 
@@ -55,12 +56,16 @@ def _one_torch_thread():
 
 def test_two_grpo_steps_on_airline_episodes(tiny_policy_dir, tmp_path):
     before = {k: v.clone() for k, v in load_policy(tiny_policy_dir)[0].state_dict().items()}
+    # joint_llds (A/√L, λ = 0.2, outcome + 0.3·PRM-Lite) with 2 tasks × 4 episodes, 2 updates per rollout;
     # 6-token turns: replies around PRM-Lite's 30-character "terse" line, so the process score varies
-    rollout = RolloutConfig(max_turns=3, max_new_tokens=6, max_total_tokens=4096, temperature=1.0)
+    config = load_native([
+        "experiment=joint_llds", "trainer.group_size=4", "trainer.tasks_per_step=2", "trainer.mini_batch_size=4",
+        "trainer.micro_batch_size=4", "algo.kl_coef=0", "rollout.max_turns=3", "rollout.max_new_tokens=6",
+        "rollout.max_total_tokens=4096", "rollout.temperature=1.0", *ENV_OVERRIDES])
+    assert config.env == ENV and config.reward.process_coef == PRM_COEF and config.updates_per_rollout == 2
     trainer = load_example().train(
-        str(tiny_policy_dir), str(tmp_path), ENV, rollout, estimator="lata", llds_coef=0.2, prm_coef=PRM_COEF,
-        steps=2, group=4, tasks_per_step=2, splits=("uncovered_seen",),
-        learning_rate=1e-3, beta=0.0, logging_steps=1, disable_tqdm=True, seed=0)
+        str(tiny_policy_dir), str(tmp_path), config, steps=2, splits=("uncovered_seen",),
+        learning_rate=1e-3, logging_steps=1, disable_tqdm=True, seed=0)
 
     after = trainer.model.state_dict()
     assert any(not torch.equal(before[k], after[k].detach().cpu()) for k in before), "no weight moved"
@@ -97,18 +102,21 @@ def test_the_docs_show_the_example_code():
 
 
 def test_the_example_leaves_a_checkpoint_agentgrpo_eval_takes(tiny_policy_dir, tmp_path):
-    """``--out DIR`` ends with ``DIR/final``; TRL's own flags pass through (``--beta``, ...)."""
+    """``--out DIR`` ends with ``DIR/final``; TRL's own flags pass through (``--logging_steps``, ...),
+    those the experiment sets (``--beta``) are refused naming the native key."""
     from agentgrpo.eval.cli import load_eval_config
     from agentgrpo.eval.evaluator import evaluate
 
     example = load_example()
-    env = ["env.n_tasks=12", "env.splits.covered_seen=4", "env.splits.uncovered_seen=4", "env.splits.unseen=4"]
+    env = ENV_OVERRIDES
     out = tmp_path / "trl"
+    with pytest.raises(SystemExit, match=r"beta \(set algo.kl_coef=...\)"):
+        example.main(["--model", str(tiny_policy_dir), "--out", str(out), "--beta", "0", *env])
     assert example.main([
-        "--model", str(tiny_policy_dir), "--out", str(out), "--steps", "1", "--group", "2",
-        "--tasks-per-step", "2", "--max-turns", "2", "--max-new-tokens", "6", "--max-total-tokens", "2048",
-        "--llds-coef", "0", "--temperature", "0.9", *env, "--beta", "0", "--logging_steps", "1",
-        "--disable_tqdm", "true"]) == 0
+        "--model", str(tiny_policy_dir), "--out", str(out), "--steps", "1", "experiment=vanilla",
+        "trainer.group_size=2", "trainer.tasks_per_step=2", "trainer.mini_batch_size=4", "trainer.micro_batch_size=4",
+        "rollout.max_turns=2", "rollout.max_new_tokens=6", "rollout.max_total_tokens=2048",
+        "rollout.temperature=0.9", "algo.kl_coef=0", *env, "--logging_steps", "1", "--disable_tqdm", "true"]) == 0
     final = out / "final"
     assert (final / "agentgrpo.json").is_file() and (final / "model.safetensors").is_file()
     report = evaluate(load_eval_config([

@@ -332,7 +332,8 @@ def test_configs_only_set_keys_verl_knows(monkeypatch):
         composed = compose("airline_grpo", overrides=["algorithm.adv_estimator=agentgrpo_lata"])
     # ours: Turn-Discount's settings and the PPO mini-batch layout the agentgrpo_* estimators count
     # LLDS's preserve set over (checked against the actor's by the launch check)
-    extras = {"algorithm.turn_discount_alpha", "algorithm.turn_discount_unit", "algorithm.llds_rollout_n",
+    extras = {"algorithm.adv_std_eps", "algorithm.turn_discount_alpha", "algorithm.turn_discount_unit",
+              "algorithm.llds_rollout_n",
               "algorithm.llds_dp_size", "algorithm.llds_mini_batch_size"}
 
     def keys(tree, prefix=""):

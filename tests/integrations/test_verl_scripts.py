@@ -20,15 +20,15 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "examples" / "verl"
 CONFIGS = ROOT / "agentgrpo" / "integrations" / "verl" / "configs"
 
-# script -> (estimator, λ, PRM-Lite weight, updates per rollout)
+# script -> the experiment it runs (configs/experiment/NAME.yaml: its numbers, on every host)
 EXPECTED = {
-    "run_vanilla.sh": ("agentgrpo_grpo", 0.0, 0.0, 1),
-    "run_exp1_turn_discount.sh": ("agentgrpo_turn_discount", 0.0, 0.0, 1),
-    "run_exp2_lata.sh": ("agentgrpo_lata", 0.0, 0.0, 1),
-    "run_exp3_prm_lite.sh": ("agentgrpo_grpo", 0.0, 0.3, 1),
-    "run_exp4_prm_lite_lata.sh": ("agentgrpo_lata", 0.0, 0.3, 1),
-    "run_llds.sh": ("agentgrpo_grpo", 0.3, 0.0, 2),
-    "run_joint_llds.sh": ("agentgrpo_lata", 0.3, 0.3, 2),
+    "run_vanilla.sh": "vanilla",
+    "run_exp1_turn_discount.sh": "turn_discount",
+    "run_exp2_lata.sh": "lata",
+    "run_exp3_prm_lite.sh": "prm_lite",
+    "run_exp4_prm_lite_lata.sh": "joint",
+    "run_llds.sh": "llds",
+    "run_joint_llds.sh": "joint_llds",
 }
 
 def test_the_extra_declares_what_the_default_trainer_imports():
@@ -70,8 +70,14 @@ def test_every_script_passes_the_dry_run(script, data_dir, tmp_path):
     run = dry_run(script, data_dir, tmp_path, "trainer.total_training_steps=7")
     assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
     found = report(run.stdout)
-    estimator, llds, prm, updates = EXPECTED[script]
+    from agentgrpo.integrations.host_settings import load_native
+
+    native = load_native([f"experiment={EXPECTED[script]}"])
+    estimator, llds = f"agentgrpo_{native.algo.adv_estimator}", native.algo.llds_coef
+    prm, updates = native.reward.process_coef, native.updates_per_rollout
     assert "validate_config passed, nothing replaced" in run.stdout
+    assert f"ppo_mini_batch_size={native.trainer.mini_batch_size // native.trainer.group_size}" in found["actor"]
+    assert f"kl_loss_coef={native.algo.kl_coef}" in found["actor"]
     assert found["trainer"] == "v1 (sync)"
     assert found["effective_loss_mode"] == "agentgrpo_llds (agentgrpo.integrations.verl.losses.agentgrpo_llds)"
     assert found["effective_adv_estimator"] == f"{estimator} (agentgrpo.integrations.verl.estimators.{estimator})"
@@ -80,7 +86,8 @@ def test_every_script_passes_the_dry_run(script, data_dir, tmp_path):
     assert found["reward"].startswith(f"outcome + {prm}·PRM-Lite")
     assert found["agent_loop"] == "agentgrpo_airline -> agentgrpo.integrations.verl.agent_loop.AirlineAgentLoop"
     assert f"val_files {data_dir}/val.parquet (8 rows, splits validation)" in found["data"]
-    assert "loss_agg_mode=token-mean" in found["actor"] and "RolloutConfig(name=vllm" in found["rollout"]
+    assert "loss_agg_mode=token-mean" in found["actor"]
+    assert f"RolloutConfig(name=vllm, mode=async, n={native.trainer.group_size})" == found["rollout"]
     # bypass mode (old log-probs from vLLM) defaults off when λ > 0: LLDS must be 0 on unchanged weights
     assert found["old_logprobs"] == ("recomputed by the actor" if llds > 0 else "the rollout's (bypass mode)")
 
@@ -108,7 +115,11 @@ def compose(monkeypatch, data_dir):
     monkeypatch.setenv("AGENTGRPO_REWARD_FILE", str(CONFIGS.parent / "reward.py"))
     monkeypatch.setenv("AGENTGRPO_DATA_DIR", str(data_dir))
     monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0.3")
-    base = ["algorithm.rollout_correction.bypass_mode=false", "actor_rollout_ref.actor.ppo_mini_batch_size=2"]
+    from agentgrpo.integrations.host_settings import load_native, verl_settings
+
+    # experiment=llds as the scripts launch it: 4 tasks × 8, 2 tasks per mini-batch
+    base = [*verl_settings(load_native(["experiment=llds"])).overrides,
+            "algorithm.rollout_correction.bypass_mode=false"]
     return lambda *overrides: hydra_compose(str(CONFIGS), "airline_grpo", [*base, *overrides])
 
 
@@ -185,6 +196,14 @@ def test_validation_files_with_test_tasks_are_refused(compose, data_dir):
 
 def test_every_run_script_is_dry_run_here():
     assert sorted(path.name for path in SCRIPTS.glob("run_*.sh")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("script", list(EXPECTED))
+def test_a_run_script_names_its_experiment_and_holds_no_number(script):
+    """The numbers are the experiment YAML's (agentgrpo hosts verl): a script only names it."""
+    code = [line for line in (SCRIPTS / script).read_text().splitlines() if not line.startswith("#")]
+    assert f"run_experiment {EXPECTED[script]} \"$@\"" in code
+    assert not any(char.isdigit() for line in code for char in line.replace("$0", "")), code
 
 
 def test_the_dry_run_takes_main_ppos_command_line():
