@@ -82,6 +82,27 @@ def find_copy_spans(example: SFTExample, value_ids: Sequence[Sequence[int]]) -> 
     return spans
 
 
+def copy_warmup_batch(pool: Sequence[int], length: int, batch_size: int, generator: torch.Generator,
+                      bos_token_id: int) -> torch.Tensor:
+    """``batch_size`` sequences ``[bos, s_1..s_length, s_1..s_length]`` of tokens drawn uniformly
+    from ``pool`` (the tokens ids are made of): the second half can only be predicted by finding
+    the first in context and copying it, which is how an induction (copy) circuit forms. Random
+    tokens, so nothing about any world's ids is learned but how to copy them."""
+    pool_tensor = torch.as_tensor(list(pool), dtype=torch.long)
+    picks = torch.randint(len(pool_tensor), (batch_size, length), generator=generator)
+    segment = pool_tensor[picks]
+    bos = torch.full((batch_size, 1), bos_token_id, dtype=torch.long)
+    return torch.cat([bos, segment, segment], dim=1)
+
+
+def copy_warmup_loss(model: torch.nn.Module, sequences: torch.Tensor) -> torch.Tensor:
+    """Mean next-token NLL on the repeated half of ``copy_warmup_batch`` sequences."""
+    length = (sequences.shape[1] - 1) // 2
+    logits = model(input_ids=sequences).logits[:, length:-1]  # positions predicting the repeat
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                                             sequences[:, length + 1:].reshape(-1))
+
+
 @dataclass
 class CopyScore:
     token_accuracy: float

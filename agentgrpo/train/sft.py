@@ -2,7 +2,10 @@
 
 The teacher is the oracle agent talking to the scripted user on the covered_seen tasks
 (several episodes per task, each with a differently seeded user, so the policy sees
-varied phrasing). Each transcript is rendered through the policy's chat template and
+varied phrasing), in every training world (``env.train_worlds``: many worlds teach the
+policy to read ids from its context instead of memorising one world's). A copy check
+(``agentgrpo.train.copy_check``) on held-out validation worlds is logged each epoch.
+Each transcript is rendered through the policy's chat template and
 only the assistant turns are labelled (``agentgrpo.agent.masking``). The loss is the
 mean negative log-likelihood over all labelled tokens of an optimizer batch, however
 it is split into micro-batches. Every sequence starts with the same system prompt, so
@@ -22,10 +25,19 @@ import torch
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.format import message_text, openai_assistant_text
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_examples
-from agentgrpo.config import require, to_dict, to_yaml
+from agentgrpo.config import ConfigError, require, to_dict, to_yaml
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.episode import run_episode
-from agentgrpo.envs.registry import SPLIT_NAMES, EnvBundle, build_env, domain_oracle, make_env
+from agentgrpo.envs.registry import (
+    SPLIT_NAMES,
+    VALIDATION_SPLIT,
+    EnvBundle,
+    build_env,
+    build_heldout,
+    build_training_worlds,
+    domain_oracle,
+    make_env,
+)
 from agentgrpo.openai_client import llm_user_client
 from agentgrpo.policy.device import model_device
 from agentgrpo.policy.forward import PolicyForward
@@ -36,6 +48,14 @@ from agentgrpo.policy.settings import SFTPolicyConfig
 from agentgrpo.policy.tokenizer import domain_corpus
 from agentgrpo.progress import progress_bar
 from agentgrpo.tracking import TrackingConfig, make_tracker
+from agentgrpo.train.copy_check import (
+    CopyProbe,
+    copied_values,
+    copy_accuracy,
+    copy_warmup_batch,
+    copy_warmup_loss,
+    find_copy_spans,
+)
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 
 
@@ -47,6 +67,11 @@ class SFTDataConfig:
     """Oracle episodes per task, each with a differently seeded scripted user."""
     max_length: int = 6144
     """Longest training sequence in tokens (longer transcripts are cut from the end)."""
+    copy_check_tasks: int = 16
+    """Held-out validation-world tasks whose oracle demonstrations the copy check reads each
+    epoch (teacher-forced accuracy on the ids the policy must copy from its context); 0 = off.
+    Needs a domain with held-out worlds (generated airline worlds; skipped, with the reason in
+    sft_stats.json, elsewhere)."""
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.splits if s not in SPLIT_NAMES]
@@ -54,6 +79,7 @@ class SFTDataConfig:
                 f"must be a non-empty list of {list(SPLIT_NAMES)}")
         require(self.demos_per_task >= 1, "data.demos_per_task", self.demos_per_task, "must be >= 1")
         require(self.max_length >= 1, "data.max_length", self.max_length, "must be >= 1 (tokens)")
+        require(self.copy_check_tasks >= 0, "data.copy_check_tasks", self.copy_check_tasks, "must be >= 0")
 
 
 @dataclass
@@ -74,6 +100,18 @@ class SFTTrainerConfig:
     """Gradients are clipped to this global norm (> 0)."""
     compile: bool = False
     """torch.compile the decoder (a one-off compile of ~1 minute; pays off for long runs and larger models)."""
+    copy_warmup_steps: int = 0
+    """Optimizer steps of a copy warm-up before SFT (``agentgrpo.train.copy_check.copy_warmup_batch``:
+    random sequences of id tokens, then the same again; loss on the repeat). A model built from
+    a config has no in-context copying circuit, which a pretrained LM gets from pretraining;
+    without one it writes ids of the right shape that are not the ones in its context."""
+    copy_warmup_length: int = 32
+    """Tokens in each random segment of the copy warm-up."""
+    copy_warmup_batch_size: int = 32
+    """Sequences per copy warm-up step."""
+    copy_mix_weight: float = 0.0
+    """> 0: every SFT step also takes this weight times the copy warm-up's loss on a fresh random
+    batch, so SFT keeps the copy circuit the warm-up built."""
 
     def __post_init__(self) -> None:
         require(self.epochs >= 1, "trainer.epochs", self.epochs, "must be >= 1")
@@ -86,6 +124,10 @@ class SFTTrainerConfig:
             require(0 <= getattr(self, key) <= 1, f"trainer.{key}", getattr(self, key), "must be in [0, 1]")
         require(self.weight_decay >= 0, "trainer.weight_decay", self.weight_decay, "must be >= 0")
         require(self.max_grad_norm > 0, "trainer.max_grad_norm", self.max_grad_norm, "must be > 0")
+        for key in ("copy_warmup_length", "copy_warmup_batch_size"):
+            require(getattr(self, key) >= 1, f"trainer.{key}", getattr(self, key), "must be >= 1")
+        require(self.copy_warmup_steps >= 0, "trainer.copy_warmup_steps", self.copy_warmup_steps, "must be >= 0")
+        require(self.copy_mix_weight >= 0, "trainer.copy_mix_weight", self.copy_mix_weight, "must be >= 0")
 
 
 @dataclass
@@ -118,18 +160,20 @@ class Demonstration:
     messages: list[dict[str, Any]]
 
 
-def collect_demonstrations(bundle: EnvBundle, config: EnvConfig, splits: list[str], per_task: int,
-                           seed: int) -> list[Demonstration]:
-    """Oracle transcripts with the scripted user; failed episodes are dropped."""
+def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConfig, splits: list[str],
+                           per_task: int, seed: int) -> list[Demonstration]:
+    """Oracle transcripts with the scripted user on the ``splits`` tasks of every world in
+    ``bundles``; failed episodes are dropped."""
     demos = []
     user_client = llm_user_client(config.user)  # None for the scripted user (the default)
-    for task in bundle.tasks(splits):
-        for k in range(per_task):
-            user_seed = seed * 1000 + k
-            env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client)
-            result = run_episode(env, domain_oracle(config, bundle, task))
-            if result.reward == 1.0:
-                demos.append(Demonstration(task.task_id, user_seed, result.reward, result.messages))
+    for bundle in bundles if isinstance(bundles, list) else [bundles]:
+        for task in bundle.tasks(splits):
+            for k in range(per_task):
+                user_seed = seed * 1000 + k
+                env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client)
+                result = run_episode(env, domain_oracle(config, bundle, task))
+                if result.reward == 1.0:
+                    demos.append(Demonstration(task.task_id, user_seed, result.reward, result.messages))
     return demos
 
 
@@ -151,13 +195,14 @@ def resolve_prompt_style(config: SFTConfig) -> str:
     return read_agent_config(config.policy.init)["prompt_style"]  # the checkpoint's own (full if it says none)
 
 
-def prepare_policy(config: SFTConfig, bundle: EnvBundle, demos: list[Demonstration],
+def prepare_policy(config: SFTConfig, worlds: list[EnvBundle], demos: list[Demonstration],
                    agent_config: dict[str, Any]) -> tuple[Any, Any]:
-    """Build a preset (tokenizer trained on the domain text + teacher transcripts) or load a
-    checkpoint; then place it and add LoRA / gradient checkpointing as ``config.policy`` says."""
+    """Build a preset (tokenizer trained on the training worlds' text + teacher transcripts) or
+    load a checkpoint; then place it and add LoRA / gradient checkpointing as ``config.policy`` says."""
     preset = PRESETS.get(config.policy.init)
     if preset is not None and preset.kind == "built":
-        corpus = domain_corpus(bundle.domain, extra_texts=[transcript_text(d.messages) for d in demos])
+        corpus = domain_corpus([world.domain for world in worlds],
+                               extra_texts=[transcript_text(d.messages) for d in demos])
         init_dir = Path(config.run_dir) / "init"
         model, tokenizer = build_policy(config.policy.init, corpus, init_dir, seed=config.seed,
                                         agent_config=agent_config)
@@ -186,6 +231,26 @@ def collate_examples(examples: list[SFTExample], pad_token_id: int) -> tuple[tor
     return input_ids, attention_mask, label_mask
 
 
+def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat) -> tuple[list[CopyProbe], str | None]:
+    """The copy check's probes: one oracle demonstration of each of ``data.copy_check_tasks``
+    validation tasks from held-out worlds (never a training or test world). Returns
+    ``(probes, None)``, or ``([], reason)`` when the check is off or the domain cannot draw them."""
+    if config.data.copy_check_tasks == 0:
+        return [], "off (data.copy_check_tasks=0)"
+    try:
+        worlds = build_heldout(config.env, [VALIDATION_SPLIT], config.data.copy_check_tasks, training=bundle)
+    except ConfigError as e:
+        return [], f"unavailable: {e}"
+    demos = collect_demonstrations(worlds, config.env, [VALIDATION_SPLIT], per_task=1, seed=config.seed + 1)
+    examples, _ = build_sft_examples(chat, [policy_view(chat, d.messages) for d in demos],
+                                     max_length=config.data.max_length)
+    probes = []
+    for demo, example in zip(demos, examples, strict=False):
+        spans = find_copy_spans(example, [chat.encode(v) for v in copied_values(demo.messages)])
+        probes.append(CopyProbe(example.input_ids, spans))
+    return probes, None
+
+
 def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = None) -> Path:
     """Run SFT; returns the directory of the final checkpoint (``run_dir/final``).
 
@@ -198,17 +263,26 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     (run_dir / "config.yaml").write_text(to_yaml(config))
     torch.manual_seed(config.seed)
     bundle = build_env(config.env)
+    worlds = build_training_worlds(config.env, training=bundle)
     demos = demonstrations if demonstrations is not None else collect_demonstrations(
-        bundle, config.env, config.data.splits, config.data.demos_per_task, config.seed)
+        worlds, config.env, config.data.splits, config.data.demos_per_task, config.seed)
     if not demos:
         raise RuntimeError("the oracle produced no successful demonstrations for the SFT splits")
     agent_config = {"prompt_style": resolve_prompt_style(config)}
-    model, tokenizer = prepare_policy(config, bundle, demos, agent_config)
+    model, tokenizer = prepare_policy(config, worlds, demos, agent_config)
     chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, **agent_config)
     examples, rejected = build_sft_examples(
         chat, [policy_view(chat, d.messages) for d in demos], max_length=config.data.max_length
     )
-    stats = _fit(config, model, examples, chat.pad_token_id, run_dir)
+    probes, copy_skip = (([], "off (demonstrations given)") if demonstrations is not None
+                         else copy_probes(config, bundle, chat))
+    copy_task = _CopyTask(config, demos, chat, model_device(model)) if (
+        config.trainer.copy_warmup_steps or config.trainer.copy_mix_weight) else None
+    warmup = _copy_warmup(config, model, copy_task, probes) if config.trainer.copy_warmup_steps else None
+    stats = _fit(config, model, examples, chat.pad_token_id, run_dir, probes, copy_task)
+    if warmup is not None:
+        stats["copy_warmup"] = warmup
+    stats["copy_check"] = stats.pop("copy_check", None) or {"skipped": copy_skip}
     final = save_policy(model, tokenizer, run_dir / "final", agent_config)
     trainable, total = trainable_share(model)
     stats.update(
@@ -216,7 +290,8 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
         trainable_parameters=trainable,
         parameters=total,
         demonstrations=len(demos),
-        tasks=len(bundle.tasks(config.data.splits)),
+        worlds=len(worlds),
+        tasks=sum(len(world.tasks(config.data.splits)) for world in worlds),
         rejected_samples=rejected,
         label_tokens=sum(e.num_label_tokens for e in examples),
         tokens=sum(len(e.input_ids) for e in examples),
@@ -226,8 +301,55 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     return final
 
 
+class _CopyTask:
+    """Random copy batches (``copy_warmup_batch``) over the tokens the demonstrations' copied ids
+    are made of: the warm-up's data and SFT's optional mixed-in copy loss."""
+
+    def __init__(self, config: SFTConfig, demos: list[Demonstration], chat: ChatFormat, device: torch.device):
+        self.pool = sorted({t for d in demos for value in copied_values(d.messages) for t in chat.encode(value)})
+        if not self.pool:
+            raise ConfigError("trainer.copy_warmup_steps / copy_mix_weight > 0 need demonstrations that copy ids "
+                              "from their context")
+        self.cfg, self.device = config.trainer, device
+        self.autocast = config.policy.autocast and device.type == "cuda"
+        self.generator = torch.Generator().manual_seed(config.seed)
+        tokenizer = chat.tokenizer
+        self.bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else chat.pad_token_id
+
+    def loss(self, model: torch.nn.Module) -> torch.Tensor:
+        batch = copy_warmup_batch(self.pool, self.cfg.copy_warmup_length, self.cfg.copy_warmup_batch_size,
+                                  self.generator, self.bos)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            return copy_warmup_loss(model, batch.to(self.device))
+
+
+def _copy_warmup(config: SFTConfig, model: torch.nn.Module, task: _CopyTask,
+                 probes: list[CopyProbe]) -> dict[str, Any]:
+    """The copy warm-up (``trainer.copy_warmup_steps``); returns its loss and the copy check after it."""
+    cfg = config.trainer
+    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
+    scheduler = make_scheduler(optimizer, cfg.copy_warmup_steps, int(cfg.warmup_ratio * cfg.copy_warmup_steps),
+                               "cosine", cfg.min_lr_ratio)
+    model.train()
+    t0, loss = time.perf_counter(), torch.tensor(float("nan"))
+    with progress_bar(cfg.copy_warmup_steps, "copy warm-up", enabled=config.progress) as bar:
+        for _ in range(cfg.copy_warmup_steps):
+            loss = task.loss(model)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            bar.update(1, loss=f"{loss.item():.3f}")
+    result: dict[str, Any] = {"steps": cfg.copy_warmup_steps, "final_loss": loss.item(),
+                              "pool_tokens": len(task.pool), "seconds": time.perf_counter() - t0}
+    if probes:
+        result["copy_check"] = copy_accuracy(model, probes).as_metrics()
+    return result
+
+
 def _fit(config: SFTConfig, model: torch.nn.Module, examples: list[SFTExample], pad_token_id: int,
-         run_dir: Path) -> dict[str, Any]:
+         run_dir: Path, probes: list[CopyProbe] = (), copy_task: _CopyTask | None = None) -> dict[str, Any]:
     cfg = config.trainer
     steps_per_epoch = -(-len(examples) // cfg.batch_size)
     total = cfg.epochs * steps_per_epoch
@@ -239,6 +361,7 @@ def _fit(config: SFTConfig, model: torch.nn.Module, examples: list[SFTExample], 
     forward = PolicyForward(model, compile=cfg.compile, autocast=config.policy.autocast)
     model.train()
     step, loss_value = 0, float("nan")
+    copy_curve: list[dict[str, float]] = []
     with progress_bar(total, "sft", enabled=config.progress) as bar:
         for epoch in range(cfg.epochs):
             order = list(range(len(examples)))
@@ -247,19 +370,33 @@ def _fit(config: SFTConfig, model: torch.nn.Module, examples: list[SFTExample], 
                 batch = [examples[i] for i in order[start : start + cfg.batch_size]]
                 t0 = time.perf_counter()
                 loss_value, tokens = _optimizer_step(forward, batch, cfg, pad_token_id)
+                copy_loss = None
+                if copy_task is not None and cfg.copy_mix_weight > 0:
+                    copy_loss = copy_task.loss(model)
+                    (cfg.copy_mix_weight * copy_loss).backward()
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 step += 1
                 seconds = time.perf_counter() - t0
-                tracker.log({"sft/loss": loss_value, "sft/grad_norm": float(grad_norm),
-                             "sft/lr": scheduler.get_last_lr()[0], "sft/epoch": epoch,
-                             "perf/step_s": seconds, "perf/tokens_per_s": tokens / max(seconds, 1e-9)}, step)
+                record = {"sft/loss": loss_value, "sft/grad_norm": float(grad_norm),
+                          "sft/lr": scheduler.get_last_lr()[0], "sft/epoch": epoch,
+                          "perf/step_s": seconds, "perf/tokens_per_s": tokens / max(seconds, 1e-9)}
+                if copy_loss is not None:
+                    record["sft/copy_mix_loss"] = copy_loss.item()
+                if probes and start + cfg.batch_size >= len(order):  # the epoch's last step
+                    score = copy_accuracy(model, probes).as_metrics()
+                    copy_curve.append({"step": step, "epoch": epoch, **score})
+                    record.update(score)
+                tracker.log(record, step)
                 bar.update(1, loss=f"{loss_value:.3f}", epoch=epoch)
     tracker.close()
     model.eval()
-    return {"optimizer_steps": step, "final_loss": loss_value, "examples": len(examples)}
+    stats: dict[str, Any] = {"optimizer_steps": step, "final_loss": loss_value, "examples": len(examples)}
+    if copy_curve:
+        stats["copy_check"] = {**copy_curve[-1], "curve": copy_curve}
+    return stats
 
 
 def _optimizer_step(forward: PolicyForward, batch: list[SFTExample], cfg: SFTTrainerConfig,

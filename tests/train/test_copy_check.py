@@ -1,11 +1,20 @@
 """The copy check: which ids a demonstration copies, where they sit, and the accuracy on them."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample
-from agentgrpo.train.copy_check import CopyProbe, copied_values, copy_accuracy, find_copy_spans
+from agentgrpo.train.copy_check import (
+    CopyProbe,
+    copied_values,
+    copy_accuracy,
+    copy_warmup_batch,
+    copy_warmup_loss,
+    find_copy_spans,
+)
 
 
 def _call(name, **arguments):
@@ -62,3 +71,22 @@ def test_copy_accuracy_by_hand():
     assert score.tokens == 5 and score.ids == 2
     assert score.token_accuracy == pytest.approx(3 / 5) and score.id_accuracy == pytest.approx(1 / 2)
     assert score.as_metrics() == {"sft/copy_token_acc": 0.6, "sft/copy_id_acc": 0.5, "sft/copy_ids": 2.0}
+
+
+def test_copy_warmup_batches_repeat_a_random_segment_of_pool_tokens():
+    generator = torch.Generator().manual_seed(0)
+    batch = copy_warmup_batch([3, 5, 9], length=6, batch_size=4, generator=generator, bos_token_id=0)
+    assert batch.shape == (4, 13) and (batch[:, 0] == 0).all()
+    assert torch.equal(batch[:, 1:7], batch[:, 7:]) and set(batch[:, 1:].unique().tolist()) <= {3, 5, 9}
+    again = copy_warmup_batch([3, 5, 9], 6, 4, torch.Generator().manual_seed(0), 0)
+    assert torch.equal(batch, again)  # seeded
+
+
+def test_copy_warmup_loss_is_the_nll_of_the_repeat_by_hand():
+    model = _NextIsPlusOne(vocab=16)
+    # [bos, 1, 2, 3, 1, 2, 3]: the repeat's targets 1, 2, 3 are predicted at positions 3, 4, 5 from
+    # tokens 3, 1, 2, whose "+1" predictions 4, 2, 3 are right for 2 and 3, wrong for 1
+    sequences = torch.tensor([[0, 1, 2, 3, 1, 2, 3]])
+    logsumexp = math.log(15 + math.e)  # one-hot logits: one 1 and fifteen 0s
+    expected = ((logsumexp - 0) + 2 * (logsumexp - 1)) / 3
+    assert copy_warmup_loss(model, sequences).item() == pytest.approx(expected, rel=1e-6)

@@ -8,6 +8,7 @@ from helpers import SMALL_ENV_OVERRIDES, small_env_config
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.config import load_config
 from agentgrpo.envs.airline.factory import build_env
+from agentgrpo.envs.registry import build_training_worlds
 from agentgrpo.policy.hf import load_policy, read_agent_config
 from agentgrpo.tracking import read_metrics
 from agentgrpo.train.sft import SFTConfig, collect_demonstrations, policy_view, train_sft
@@ -26,6 +27,18 @@ def test_demonstrations_are_successful_varied_and_seen_through_our_system_prompt
     assert view[1:] == chat.chat_messages(demos[0].messages[1:])
 
 
+def test_more_training_worlds_give_more_demonstrations_of_the_same_families():
+    one = small_env_config()
+    three = small_env_config(train_worlds=3)
+    worlds = build_training_worlds(three)
+    demos = collect_demonstrations(worlds, three, ["covered_seen"], per_task=1, seed=0)
+    base = collect_demonstrations(build_env(one), one, ["covered_seen"], per_task=1, seed=0)
+    assert len(demos) > 2 * len(base) and all(d.reward == 1.0 for d in demos)
+    families = {t.family for t in build_env(one).splits["covered_seen"]}
+    tasks = {t.task_id: t for w in worlds for t in w.tasks()}
+    assert {tasks[d.task_id].family for d in demos} == families
+
+
 def test_sft_lowers_the_loss_and_saves_a_self_describing_checkpoint(tmp_path):
     config = load_config(SFTConfig, [
         *SMALL_ENV_OVERRIDES, f"run_dir={tmp_path}", "data.demos_per_task=2", "trainer.epochs=3",
@@ -36,7 +49,12 @@ def test_sft_lowers_the_loss_and_saves_a_self_describing_checkpoint(tmp_path):
     assert len(records) == 3 * 2  # 8 demonstrations, 4 per optimizer step, 3 epochs
     assert records[-1]["sft/loss"] < records[0]["sft/loss"] - 1.0
     stats = json.loads((tmp_path / "sft_stats.json").read_text())
-    assert stats["demonstrations"] == 8 and stats["rejected_samples"] == 0
+    assert stats["demonstrations"] == 8 and stats["rejected_samples"] == 0 and stats["worlds"] == 1
+    # the copy check ran at the end of each epoch, on ids of held-out validation worlds
+    assert [r["step"] for r in records if "sft/copy_token_acc" in r] == [2, 4, 6]
+    check = stats["copy_check"]
+    assert [point["epoch"] for point in check["curve"]] == [0, 1, 2] and check["sft/copy_ids"] > 16
+    assert 0 <= check["sft/copy_id_acc"] <= check["sft/copy_token_acc"] <= 1
     assert 0 < stats["label_tokens"] < stats["tokens"]
     assert read_agent_config(final) == {"prompt_style": "compact"}
     model, tokenizer = load_policy(final)
