@@ -41,7 +41,7 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.algos import get_advantage_estimator, grpo_objective, llds_loss, preserve_token_count
 from agentgrpo.config import to_dict, to_yaml
-from agentgrpo.envs.registry import VALIDATION_SPLIT, EnvBundle, build_env, make_env
+from agentgrpo.envs.registry import VALIDATION_SPLIT, EnvBundle, build_env, build_training_worlds, make_env
 from agentgrpo.openai_client import llm_user_client
 from agentgrpo.policy.device import autocast, model_device
 from agentgrpo.policy.forward import PolicyForward
@@ -80,7 +80,11 @@ class GRPOTrainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.bundle: EnvBundle = build_env(cfg.env)
         self.user_client = llm_user_client(cfg.env.user)  # None for the scripted user
-        self.train_tasks = self.bundle.tasks(cfg.trainer.task_splits)
+        # env.train_worlds > 1: fresh tasks of the training families from more worlds, each
+        # episode run in its task's own world (validation and test tasks stay world 0's)
+        self.worlds = build_training_worlds(cfg.env, training=self.bundle)
+        self.train_tasks = [task for world in self.worlds for task in world.tasks(cfg.trainer.task_splits)]
+        self.world_of = {task.task_id: world for world in self.worlds for task in world.tasks(cfg.trainer.task_splits)}
         t = cfg.trainer
         self.sampler = make_task_sampler(t.task_sampler, self.train_tasks, t.tasks_per_step, cfg.seed,
                                          floor=t.frontier_floor, ema=t.frontier_ema, refill=task_refill)
@@ -243,8 +247,9 @@ class GRPOTrainer:
             group_id = f"{step}:{task_index}:{task.task_id}"
             for sample in range(cfg.trainer.group_size):
                 user_seed = derive_seed("user", cfg.seed, step, task_index, sample)
-                env = make_env(self.bundle, task, cfg.env, user_seed=user_seed, max_steps=cfg.rollout.max_turns,
-                               user_client=self.user_client, abort_on_endpoint_error=True)
+                env = make_env(self.world_of.get(task.task_id, self.bundle), task, cfg.env, user_seed=user_seed,
+                               max_steps=cfg.rollout.max_turns, user_client=self.user_client,
+                               abort_on_endpoint_error=True)
                 specs.append(EpisodeSpec(env, task.task_id, group_id, sample))
         seed_parts = ("rollout", cfg.seed, step) + ((generation_round,) if generation_round else ())
         with autocast(self.device, cfg.policy.autocast):
