@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentgrpo.config import ConfigError
-from agentgrpo.eval.stats import mean_over_seeds
+from agentgrpo.eval.stats import holm_adjust, mean_over_seeds
 from agentgrpo.jobs.ablate import AblationPlan, _check_configs, _pooled_delta, make_plan, plan_jobs, summarize_setting
 from agentgrpo.jobs.ablate_grid import Job, run_jobs
 
@@ -152,6 +152,35 @@ def test_summary_rows_are_means_over_seeds_with_deltas_and_findings(tmp_path):
     assert rows["vanilla"]["vs_sft"]["pass^1"]["value"] == pytest.approx((0.25 + 0.0) / 2)
     assert "vs_vanilla" not in rows["vanilla"]
     assert rows["lata"]["diagnose"] == {}  # no metrics.jsonl: nothing to diagnose
+    # no primary registered: both comparisons with SFT are secondary, Holm-adjusted over the two
+    p = {name: rows[name]["vs_sft"]["p"] for name in ("vanilla", "lata")}
+    assert 0 < p["lata"] <= p["vanilla"] <= 1
+    assert rows["lata"]["vs_sft"]["p_holm"] == pytest.approx(min(1.0, 2 * p["lata"]))
+    assert rows["vanilla"]["vs_sft"]["p_holm"] == pytest.approx(max(min(1.0, 2 * p["lata"]), p["vanilla"]))
+
+
+def test_the_pre_registered_primary_comparison_is_left_out_of_the_holm_family(tmp_path):
+    from agentgrpo.report.ablation import ablation_markdown
+
+    plan = make_plan(tmp_path, seeds=[0], experiments=["vanilla", "lata", "joint"])
+    plan.primary = "joint"
+    for name, solved in (("sft", 1), ("vanilla", 2), ("lata", 3), ("joint", 4)):
+        out = plan.sft_eval_dir(0) if name == "sft" else plan.run_dir("base", 0, name) / "eval"
+        out.mkdir(parents=True)
+        per_task = {t: (1.0 if i < solved else 0.0) for i, t in enumerate(SPLITS)}
+        (out / "eval.json").write_text(json.dumps(fake_eval(per_task, SPLITS)))
+    summary = summarize_setting(plan, "base")
+    rows = summary["rows"]
+    assert summary["primary"] == "joint" and rows["joint"]["vs_sft"]["primary"] is True
+    assert "p_holm" not in rows["joint"]["vs_sft"]
+    family = {name: rows[name]["vs_sft"]["p"] for name in ("vanilla", "lata")}
+    assert {name: rows[name]["vs_sft"]["p_holm"] for name in family} == pytest.approx(holm_adjust(family))
+    table = ablation_markdown(summary)
+    assert "pre-registered primary comparison is joint vs SFT" in table
+    assert "(primary)" in next(line for line in table.splitlines() if line.startswith("| joint |"))
+    assert "p_Holm" in next(line for line in table.splitlines() if line.startswith("| lata |"))
+    with pytest.raises(ConfigError, match="primary='bogus'"):
+        AblationPlan(tmp_path, experiments=["vanilla"], primary="bogus")
 
 
 def test_the_table_counts_the_seeds_diagnose_calls_collapsed(tmp_path):

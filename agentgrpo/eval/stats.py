@@ -93,6 +93,33 @@ def paired_difference(a: Mapping[str, float], b: Mapping[str, float], *, resampl
     return bootstrap_mean([a[k] - b[k] for k in common], resamples=resamples, level=level, seed=seed)
 
 
+def bootstrap_p_value(values: Sequence[float], *, resamples: int = RESAMPLES, seed: int = 0) -> float:
+    """Two-sided p-value of "the mean of per-task ``values`` is 0" from the same task bootstrap
+    as ``bootstrap_mean`` (same seed, same draws): twice the smaller share of resampled means on
+    either side of 0, counted with the observed one ((k + 1) / (B + 1)), capped at 1."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0:
+        return 1.0
+    rng = np.random.default_rng(seed)
+    draws = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
+    below = (int((draws <= 0).sum()) + 1) / (resamples + 1)
+    above = (int((draws >= 0).sum()) + 1) / (resamples + 1)
+    return min(1.0, 2 * min(below, above))
+
+
+def holm_adjust(p_values: Mapping[str, float]) -> dict[str, float]:
+    """Holm–Bonferroni adjusted p-values of a family of comparisons (name -> raw p): the k-th
+    smallest of m is multiplied by m − k + 1, made non-decreasing in that order, capped at 1.
+    Rejecting where the adjusted p ≤ α controls the family-wise error rate at α."""
+    ordered = sorted(p_values.items(), key=lambda item: item[1])
+    adjusted: dict[str, float] = {}
+    running = 0.0
+    for rank, (name, p) in enumerate(ordered):
+        running = max(running, min(1.0, (len(ordered) - rank) * p))
+        adjusted[name] = running
+    return adjusted
+
+
 def t_quantile_975(df: int) -> float:
     """Two-sided 95% Student-t quantile (normal beyond 20 degrees of freedom)."""
     if df < 1:

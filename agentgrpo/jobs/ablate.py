@@ -60,6 +60,10 @@ class AblationPlan:
     parallel: int = 1
     sft: Path | None = None
     """One SFT checkpoint for every seed (else one is trained per seed)."""
+    primary: str | None = None
+    """The pre-registered primary comparison: this experiment vs SFT (pass^1 on the evaluation
+    tasks), reported with its own 95% interval; every other experiment's comparison with SFT is
+    a secondary one, its p-value Holm-adjusted over them."""
 
     def __post_init__(self) -> None:
         unknown = set(self.experiments) - set(available_experiments())
@@ -72,6 +76,9 @@ class AblationPlan:
             raise ConfigError(f"parallel={self.parallel} is invalid: must be >= 1")
         if not self.settings:
             raise ConfigError("settings is invalid: name at least one setting (e.g. base: [])")
+        if self.primary is not None and self.primary not in self.experiments:
+            raise ConfigError(f"primary={self.primary!r} is invalid: must be one of the grid's experiments "
+                              f"{self.experiments}")
         for setting, chosen in self.setting_experiments.items():
             unknown = set(chosen) - set(available_experiments())
             if unknown or not chosen:
@@ -99,7 +106,7 @@ def load_preset(name: str) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"--preset {name!r} is unknown; choose one of {available_presets()}")
     data = yaml.safe_load(path.read_text()) or {}
-    known = {"seeds", "experiments", "settings", "parallel", *STAGES}
+    known = {"seeds", "experiments", "settings", "parallel", "primary", *STAGES}
     extra = set(data) - known
     if extra:
         raise ConfigError(f"preset {name}: unknown key(s) {sorted(extra)}; valid keys: {sorted(known)}")
@@ -140,6 +147,7 @@ def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None
         overrides={s: [*(data.get(s) or []), *stage[s]] for s in STAGES},
         parallel=int(parallel if parallel is not None else data.get("parallel", 1)),
         sft=Path(sft) if sft else None,
+        primary=data.get("primary"),
     )
 
 
@@ -233,7 +241,22 @@ def summarize_setting(plan: AblationPlan, setting: str) -> dict[str, Any]:
         rows[experiment]["vs_sft"] = _pooled_delta(by_seed, {s: e for s, e in sft_evals.items() if e})
         if BASELINE in evals and experiment != BASELINE:
             rows[experiment]["vs_vanilla"] = _pooled_delta(by_seed, evals[BASELINE])
-    return {"setting": setting, "seeds": plan.seeds, "overrides": plan.settings[setting], "rows": rows}
+    _adjust_secondary(rows, plan.primary)
+    return {"setting": setting, "seeds": plan.seeds, "overrides": plan.settings[setting], "rows": rows,
+            "primary": plan.primary}
+
+
+def _adjust_secondary(rows: dict[str, Any], primary: str | None) -> None:
+    """Holm-adjust the p-values of every comparison with SFT but the pre-registered primary one
+    (``vs_sft.p_holm``); the primary keeps its raw p and is marked ``vs_sft.primary``."""
+    from agentgrpo.eval.stats import holm_adjust
+
+    secondary = {name: row["vs_sft"]["p"] for name, row in rows.items()
+                 if name != primary and (row.get("vs_sft") or {}).get("p") is not None}
+    for name, p_holm in holm_adjust(secondary).items():
+        rows[name]["vs_sft"]["p_holm"] = p_holm
+    if primary in rows and rows[primary].get("vs_sft"):
+        rows[primary]["vs_sft"]["primary"] = True
 
 
 def _maybe_eval(out_dir: Path) -> dict[str, Any] | None:
@@ -273,7 +296,7 @@ def _pooled_delta(a: Mapping[int, Mapping[str, Any]], b: Mapping[int, Mapping[st
     """
     from agentgrpo.eval.compare import paired_rows
     from agentgrpo.eval.metrics import SEED_SPLIT_WEIGHTS, generalization
-    from agentgrpo.eval.stats import bootstrap_mean, bootstrap_stratified
+    from agentgrpo.eval.stats import bootstrap_mean, bootstrap_p_value, bootstrap_stratified
     from agentgrpo.eval.summary import task_pass1
 
     seeds = sorted(set(a) & set(b))
@@ -290,7 +313,8 @@ def _pooled_delta(a: Mapping[int, Mapping[str, Any]], b: Mapping[int, Mapping[st
     sizes = a[seeds[0]]["split_sizes"]
     strata = {s: [d for t, d in per_task.items() if split_of[t] == s] for s in SEED_SPLIT_WEIGHTS if s in sizes}
     strata = {s: v for s, v in strata.items() if v}
-    out = {"seeds": seeds, "pass^1": bootstrap_mean(list(per_task.values())).to_dict()}
+    out = {"seeds": seeds, "pass^1": bootstrap_mean(list(per_task.values())).to_dict(),
+           "p": bootstrap_p_value(list(per_task.values()))}
     if strata:
         out["generalization"] = bootstrap_stratified(strata, lambda m: generalization(m, sizes)).to_dict()
     return out

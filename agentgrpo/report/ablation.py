@@ -38,6 +38,10 @@ def _delta(row: Mapping[str, Any], key: str) -> str:
         return "–"
     est = Estimate.from_dict(data["pass^1"])
     mark = " *" if est.excludes_zero else ""
+    if data.get("primary"):
+        mark += " (primary)"
+    elif data.get("p_holm") is not None:
+        mark += f" (p_Holm {data['p_holm']:.3f})"
     return f"{est.format(signed=True)}{mark}"
 
 
@@ -53,7 +57,11 @@ def ablation_markdown(summary: Mapping[str, Any], has_progression: bool = False)
         "",
         f"Seeds {seeds}. Each cell: mean over the seeds ± the 95% t-interval's half-width. "
         "Δ columns: pass^1 difference, per task averaged over the seeds, 95% paired bootstrap over tasks "
-        "(`*`: the interval excludes 0). collapsed: seeds whose run `agentgrpo diagnose` calls "
+        "(`*`: the interval excludes 0)."
+        + (f" The pre-registered primary comparison is {summary['primary']} vs SFT; every other Δ vs SFT is "
+           "secondary, its bootstrap p-value Holm-adjusted over them (p_Holm ≤ 0.05: a difference that "
+           "survives the multiplicity of the table)." if summary.get("primary") else "")
+        + " collapsed: seeds whose run `agentgrpo diagnose` calls "
         "collapsed (entropy, format or length collapse, gradient explosion, or LLD past phase 1)."
         + (f" Do-nothing floor: {Estimate.from_dict(floor).value:.3f}." if floor else ""),
         "",

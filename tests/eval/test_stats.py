@@ -10,7 +10,9 @@ from agentgrpo.eval.stats import (
     Estimate,
     auroc,
     bootstrap_mean,
+    bootstrap_p_value,
     bootstrap_stratified,
+    holm_adjust,
     mean_over_seeds,
     paired_difference,
     t_quantile_975,
@@ -82,3 +84,24 @@ def test_estimate_round_trips_and_formats():
     assert Estimate.from_dict(est.to_dict()) == est
     assert est.format(signed=True) == "+0.050 [-0.010, +0.110]"
     assert not est.excludes_zero
+
+
+def test_holm_adjust_by_hand():
+    # sorted 0.01, 0.02, 0.04, 0.30 of m = 4: x4, x3, x2, x1 -> 0.04, 0.06, 0.08, 0.30 (already monotone)
+    assert holm_adjust({"a": 0.04, "b": 0.01, "c": 0.30, "d": 0.02}) == pytest.approx(
+        {"b": 0.04, "d": 0.06, "a": 0.08, "c": 0.30})
+    # monotone: 0.01 x3 = 0.03, 0.012 x2 = 0.024 -> raised to 0.03; caps at 1
+    assert holm_adjust({"x": 0.01, "y": 0.012, "z": 0.9}) == pytest.approx({"x": 0.03, "y": 0.03, "z": 0.9})
+    assert holm_adjust({"x": 0.6, "y": 0.7}) == pytest.approx({"x": 1.0, "y": 1.0})
+    assert holm_adjust({}) == {}
+
+
+def test_bootstrap_p_value_agrees_with_the_interval():
+    assert bootstrap_p_value([0.0] * 10) == 1.0  # every resampled mean is 0: both sides
+    assert bootstrap_p_value([1.0] * 10) == pytest.approx(2 / 2001)  # none <= 0: (0 + 1) / (B + 1), doubled
+    rng = np.random.default_rng(3)
+    for shift in (0.0, 0.1, 0.3):
+        values = rng.normal(shift, 1.0, 200)
+        p, interval = bootstrap_p_value(values), bootstrap_mean(values)
+        assert (p < 0.05) == interval.excludes_zero  # the same draws: p < 0.05 iff the 95% interval excludes 0
+    assert bootstrap_p_value([]) == 1.0
