@@ -64,14 +64,22 @@ Schemas passed as ``tools=`` are ignored: ``ChatFormat`` puts them in the system
 _MARKERS = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS + TOOL_TOKENS))
 
 PRE_TOKENIZER_PATTERN = (
-    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{Lu}?[\p{Ll}_]+| ?\p{Lu}| ?\p{N}| ?[^\s\p{L}\p{N}_]+|\s+(?!\S)|\s+"""
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{Lu}?\p{Ll}+(?![\p{Ll}_\p{N}])|\p{Lu}?[\p{Ll}_]+|\p{Lu}|\p{N}"""
+    r"""| ?[^\s\p{L}\p{N}_]+|\s+(?!\S)|\s+"""
 )
-"""GPT-2's split, changed so that every world's ids tokenize alike: a digit is a piece of its own,
-and so is an upper-case letter not followed by lower-case ones (``0KEWFW`` is six pieces,
-``HAT011`` six, ``Mia`` one); lower-case letters and underscores form one word, so tool names,
-argument keys and enum values (``get_user_details``, ``basic_economy``) can still be single
-tokens. A tokenizer whose merges joined a world's ids (its user names, its reservation
-codes) would give a policy trained there one-token copies it cannot make in a new world."""
+"""GPT-2's split, changed so that an id is the same tokens in every world and in every context.
+
+- A digit is a piece of its own, and so is a capital letter not followed by lower-case ones:
+  ``0KEWFW`` is six pieces, ``HAT011`` six, ``Mia`` one.
+- Lower-case letters and underscores form one word, so tool names, argument keys and enum
+  values (``get_user_details``, ``basic_economy``) can still be single tokens.
+- A word takes the space before it only when it is a plain word. A digit, a lone capital, or
+  a word that runs on into an underscore or a digit (``sara_lee_2916``) never takes it.
+
+So the user's "my id is sara_lee_2916" and the call's ``"user_id": "sara_lee_2916"`` hold the
+same tokens, and a policy copies the id token for token. A tokenizer whose merges joined a
+world's ids (its user names, its reservation codes) would give a policy trained there
+one-token copies it cannot make in a new world."""
 
 
 def _pieces_without_markers(texts: Iterable[str]) -> Iterator[str]:
@@ -183,7 +191,8 @@ def world_identifiers(data: dict[str, Any]) -> set[str]:
     return found
 
 
-_WORDLIKE = re.compile(r"[\w.@-]+")
+_WORDLIKE = re.compile(r"[\w@-]+(?:\.[\w@-]+)*")
+"""A word, an id or an e-mail address: dots only inside (a sentence's full stop is not part of an id)."""
 
 
 def _without_identifiers(text: str, identifiers: set[str]) -> str:

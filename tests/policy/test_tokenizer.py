@@ -160,6 +160,14 @@ def test_ids_tokenize_alike_in_training_and_held_out_worlds():
     pieces = tokenizer.convert_ids_to_tokens(tokenizer.encode('"0KEWFW', add_special_tokens=False))
     assert pieces == ['"', "0", "K", "E", "W", "F", "W"]
     assert len(tokenizer.encode("get_user_details", add_special_tokens=False)) == 1
+    # and the ids a call copies alike in every context: after a space (the user's words) as after a
+    # quote (a call's JSON)
+    space = tokenizer.encode(" ", add_special_tokens=False)
+    for domain in [worlds[1].domain, heldout[0].domain]:
+        for kind in ("user", "reservation", "payment"):
+            for identifier in _ids_by_kind(domain)[kind][:20]:
+                quoted = tokenizer.encode('"' + identifier, add_special_tokens=False)[1:]
+                assert tokenizer.encode(" " + identifier, add_special_tokens=False) == space + quoted, identifier
 
 
 def test_atomic_texts_are_one_token_each_and_survive_saving(tmp_path):
