@@ -147,7 +147,9 @@ def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None
         overrides={s: [*(data.get(s) or []), *stage[s]] for s in STAGES},
         parallel=int(parallel if parallel is not None else data.get("parallel", 1)),
         sft=Path(sft) if sft else None,
-        primary=data.get("primary"),
+        # the pre-registered comparison exists only when the command line keeps its variant
+        primary=data.get("primary") if data.get("primary") in (experiments or data.get("experiments") or
+                                                                available_experiments()) else None,
     )
 
 

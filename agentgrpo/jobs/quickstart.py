@@ -29,8 +29,8 @@ QUICKSTART_DEFAULTS: dict[str, list[str]] = {
     # fits ~8 minutes of GRPO on 2 cores (docs/results/grpo-tuning.md; 12 steps since
     # continuous batching made sampling 1.5-1.8x faster per token, 8 before): more tasks per step
     # with smaller groups, no KL reference and the sampler's log-probs as old log-probs
-    # (one forward fewer each; not with LLDS, see grpo_overrides), no LLD diagnostic pass; and a std floor so groups whose
-    # rewards differ only by PRM-Lite's process score are not scaled to unit advantages.
+    # (one forward fewer each; not with LLDS, see grpo_overrides), no LLD diagnostic pass; and a std
+    # floor so groups whose rewards differ only by PRM-Lite's process score are not scaled to unit advantages.
     "grpo": [
         "trainer.steps=12", "trainer.tasks_per_step=8", "trainer.group_size=4",
         "algo.kl_coef=0", "algo.adv_std_eps=0.1", "trainer.old_logprobs=rollout",

@@ -56,6 +56,7 @@ def build_policy(
     seed: int = 0,
     agent_config: dict[str, Any] | None = None,
     atomic_texts: Sequence[str] = (),
+    tokenizer_split: str = "word",
 ) -> tuple[Any, Any]:
     """Train the tokenizer, build the preset's Llama with seeded weights, save to ``out_dir``.
 
@@ -66,7 +67,8 @@ def build_policy(
             f"preset {preset!r} is a pretrained checkpoint: use load_policy({preset!r})"
         )
     context = int(spec.config.get("max_position_embeddings", 16384))
-    tokenizer = train_tokenizer(corpus, spec.vocab_size, model_max_length=context, atomic_texts=atomic_texts)
+    tokenizer = train_tokenizer(corpus, spec.vocab_size, model_max_length=context, atomic_texts=atomic_texts,
+                                split=tokenizer_split)
     bos_id = tokenizer.convert_tokens_to_ids(END_OF_TEXT)
     eos_id = tokenizer.convert_tokens_to_ids(IM_END)
     config = LlamaConfig(

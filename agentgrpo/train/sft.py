@@ -67,6 +67,11 @@ class SFTDataConfig:
     """Oracle episodes per task, each with a differently seeded scripted user."""
     max_length: int = 6144
     """Longest training sequence in tokens (longer transcripts are cut from the end)."""
+    tokenizer_split: Literal["word", "id"] = "word"
+    """A built preset's tokenizer: ``word`` (letters, digits and underscores form one word: the
+    training world's ids become single tokens, the quickstart's published numbers) or ``id``
+    (every world's ids the same tokens, ids taken out of the corpus: for training on many
+    worlds and evaluating on held-out ones; ``agentgrpo.policy.tokenizer.ID_SPLIT_PATTERN``)."""
     copy_check_tasks: int = 16
     """Held-out validation-world tasks whose oracle demonstrations the copy check reads each
     epoch (teacher-forced accuracy on the ids the policy must copy from its context); 0 = off.
@@ -79,6 +84,8 @@ class SFTDataConfig:
                 f"must be a non-empty list of {list(SPLIT_NAMES)}")
         require(self.demos_per_task >= 1, "data.demos_per_task", self.demos_per_task, "must be >= 1")
         require(self.max_length >= 1, "data.max_length", self.max_length, "must be >= 1 (tokens)")
+        require(self.tokenizer_split in ("word", "id"), "data.tokenizer_split", self.tokenizer_split,
+                "must be word or id")
         require(self.copy_check_tasks >= 0, "data.copy_check_tasks", self.copy_check_tasks, "must be >= 0")
 
 
@@ -201,11 +208,13 @@ def prepare_policy(config: SFTConfig, worlds: list[EnvBundle], demos: list[Demon
     load a checkpoint; then place it and add LoRA / gradient checkpointing as ``config.policy`` says."""
     preset = PRESETS.get(config.policy.init)
     if preset is not None and preset.kind == "built":
+        split = config.data.tokenizer_split
         corpus = domain_corpus([world.domain for world in worlds],
-                               extra_texts=[transcript_text(d.messages) for d in demos])
+                               extra_texts=[transcript_text(d.messages) for d in demos],
+                               strip_identifiers=split == "id")
         init_dir = Path(config.run_dir) / "init"
         model, tokenizer = build_policy(config.policy.init, corpus, init_dir, seed=config.seed,
-                                        agent_config=agent_config)
+                                        agent_config=agent_config, tokenizer_split=split)
         model = model.to(getattr(torch, config.policy.dtype))
         return prepare_for_training(model, config.policy, init_dir), tokenizer
     return load_for_training(config.policy)

@@ -16,10 +16,7 @@ from agentgrpo.envs.config import EnvConfig, WorldConfig
 from agentgrpo.envs.registry import build_heldout, build_training_worlds
 from agentgrpo.policy.tokenizer import domain_corpus, train_tokenizer, world_identifiers
 
-
-VOCAB = 1024
-"""Fewer tokens than one world's text supports: with ids taken out and digits split, a world's
-corpus runs out of merges near 1,800."""
+VOCAB = 4096
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +88,8 @@ def test_save_and_load_with_auto_tokenizer(tokenizer, tmp_path):
 def test_vocabulary_too_small_is_refused():
     with pytest.raises(ValueError, match="at least"):
         train_tokenizer(["abc"], vocab_size=100)
+    with pytest.raises(ValueError, match="split must be one of"):
+        train_tokenizer(["abc"], vocab_size=400, split="chars")
 
 
 def test_small_corpus_gives_a_smaller_vocabulary():
@@ -103,7 +102,10 @@ def test_domain_corpus_contents(domain):
     data = state.materialize()
     users = sorted(data["users"])
     assert len(users) == 150
-    texts = domain_corpus(domain, extra_texts=["<|im_start|>user\nhello<|im_end|>"], max_records=15)
+    raw = domain_corpus(domain, max_records=15)
+    assert domain.execute(state, "get_user_details", {"user_id": users[10]}) in raw  # the word split's corpus
+    texts = domain_corpus(domain, extra_texts=["<|im_start|>user\nhello<|im_end|>"], max_records=15,
+                          strip_identifiers=True)
     assert texts[0] == domain.policy
     assert build_system_prompt(domain.policy, domain.tool_schemas()) in texts
 
@@ -141,7 +143,8 @@ def test_ids_tokenize_alike_in_training_and_held_out_worlds():
     training world is one token (its merges would be memorised, not read)."""
     config = EnvConfig(train_worlds=4, world=WorldConfig(n_users=60, n_reservations=120))
     worlds = build_training_worlds(config)
-    tokenizer = train_tokenizer(domain_corpus([w.domain for w in worlds]), vocab_size=4096)
+    tokenizer = train_tokenizer(domain_corpus([w.domain for w in worlds], strip_identifiers=True), vocab_size=4096,
+                                split="id")
     heldout = build_heldout(config, ["covered_seen"], 40, training=worlds[0])
     assert {b.world_seed for b in heldout}.isdisjoint({w.world_seed for w in worlds})
 
