@@ -15,3 +15,16 @@ def small_env_config(**overrides):
     return EnvConfig(n_tasks=12, splits=SplitConfig(covered_seen=4, uncovered_seen=4, unseen=4), **overrides)
 
 
+def fast_grpo_config(policy_dir, run_dir, *overrides: str):
+    """Two tiny GRPO steps of 2 tasks × G = 2 with short turns: the trainer tests' config."""
+    from agentgrpo.config import load_config
+    from agentgrpo.train.grpo_config import GRPOConfig
+
+    return load_config(GRPOConfig, [
+        *SMALL_ENV_OVERRIDES,
+        f"policy.init={policy_dir}", f"run_dir={run_dir}",
+        "rollout.max_turns=2", "rollout.max_new_tokens=8", "rollout.max_total_tokens=900",
+        "trainer.steps=2", "trainer.tasks_per_step=2", "trainer.group_size=2",
+        "trainer.mini_batch_size=2", "trainer.micro_batch_size=1", "trainer.save_every=0",
+        "trainer.lr=1e-3", "logging.progress=false", *overrides,
+    ], defaults="grpo.yaml")

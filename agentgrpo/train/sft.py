@@ -24,7 +24,7 @@ import torch
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.format import message_text, openai_assistant_text
-from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_examples
+from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_example, build_sft_examples
 from agentgrpo.config import ConfigError, require, to_dict, to_yaml
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.episode import run_episode
@@ -251,12 +251,12 @@ def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat) -> tuple
     except ConfigError as e:
         return [], f"unavailable: {e}"
     demos = collect_demonstrations(worlds, config.env, [VALIDATION_SPLIT], per_task=1, seed=config.seed + 1)
-    examples, _ = build_sft_examples(chat, [policy_view(chat, d.messages) for d in demos],
-                                     max_length=config.data.max_length)
     probes = []
-    for demo, example in zip(demos, examples, strict=False):
-        spans = find_copy_spans(example, [chat.encode(v) for v in copied_values(demo.messages)])
-        probes.append(CopyProbe(example.input_ids, spans))
+    for demo in demos:  # one example per demonstration: a rejected one must not shift the pairing
+        example = build_sft_example(chat, policy_view(chat, demo.messages), max_length=config.data.max_length)
+        if example is not None:
+            spans = find_copy_spans(example, [chat.encode(v) for v in copied_values(demo.messages)])
+            probes.append(CopyProbe(example.input_ids, spans))
     return probes, None
 
 

@@ -6,31 +6,20 @@ import math
 
 import pytest
 import torch
-from helpers import SMALL_ENV_OVERRIDES
+from helpers import fast_grpo_config
 
 from agentgrpo.agent.types import Trajectory, Turn
-from agentgrpo.config import load_config
 from agentgrpo.envs.types import Step
 from agentgrpo.train.grpo import GRPOTrainer
-from agentgrpo.train.grpo_config import GRPOConfig
 
 EXPERIMENTS = ["vanilla", "turn_discount", "lata", "prm_lite", "joint", "llds", "joint_llds", "joint_turn"]
 
 
-def fast_config(policy_dir, run_dir, *overrides: str) -> GRPOConfig:
-    return load_config(GRPOConfig, [
-        *SMALL_ENV_OVERRIDES,
-        f"policy.init={policy_dir}", f"run_dir={run_dir}",
-        "rollout.max_turns=2", "rollout.max_new_tokens=8", "rollout.max_total_tokens=900",
-        "trainer.steps=2", "trainer.tasks_per_step=2", "trainer.group_size=2",
-        "trainer.mini_batch_size=2", "trainer.micro_batch_size=1", "trainer.save_every=0",
-        "trainer.lr=1e-3", "logging.progress=false", *overrides,
-    ], defaults="grpo.yaml")
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_runs(tiny_policy_dir, tmp_path, experiment):
-    config = fast_config(tiny_policy_dir, tmp_path, f"experiment={experiment}")
+    config = fast_grpo_config(tiny_policy_dir, tmp_path, f"experiment={experiment}")
     final = GRPOTrainer(config).train()
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2]
@@ -53,7 +42,7 @@ def test_every_experiment_runs(tiny_policy_dir, tmp_path, experiment):
 def test_llds_acts_after_the_first_update(tiny_policy_dir, tmp_path, overrides):
     # the untrained policy's rewards are all equal (zero advantages): an entropy bonus makes
     # the first update move the policy, so later mini-batches see the likelihood change
-    config = fast_config(tiny_policy_dir, tmp_path, "experiment=llds", "algo.entropy_coef=0.05", "trainer.steps=1",
+    config = fast_grpo_config(tiny_policy_dir, tmp_path, "experiment=llds", "algo.entropy_coef=0.05", "trainer.steps=1",
                          "trainer.lr=3e-3", "rollout.max_new_tokens=24", *overrides)
     assert config.llds_active
     GRPOTrainer(config).train()
@@ -81,7 +70,7 @@ def synthetic_trajectories(pad_token_id: int) -> list[Trajectory]:
 
 
 def test_vanilla_update_equals_the_hand_checked_grpo_gradient(tiny_policy_dir, tmp_path):
-    config = fast_config(tiny_policy_dir, tmp_path, "experiment=vanilla", "algo.kl_coef=0",
+    config = fast_grpo_config(tiny_policy_dir, tmp_path, "experiment=vanilla", "algo.kl_coef=0",
                          "trainer.mini_batch_size=4", "trainer.micro_batch_size=2", "trainer.tasks_per_step=2",
                          "trainer.max_grad_norm=1e9")
     trainer = GRPOTrainer(config)
@@ -112,7 +101,7 @@ def test_vanilla_update_equals_the_hand_checked_grpo_gradient(tiny_policy_dir, t
 
 
 def test_adv_std_eps_keeps_process_only_differences_small(tiny_policy_dir, tmp_path):
-    config = fast_config(tiny_policy_dir, tmp_path, "experiment=joint", "algo.kl_coef=0",
+    config = fast_grpo_config(tiny_policy_dir, tmp_path, "experiment=joint", "algo.kl_coef=0",
                          "algo.adv_std_eps=0.1", "trainer.mini_batch_size=4", "trainer.micro_batch_size=2",
                          "trainer.tasks_per_step=2")
     trainer = GRPOTrainer(config)

@@ -6,11 +6,10 @@ import math
 
 import pytest
 import torch
-from helpers import SMALL_ENV_OVERRIDES
+from helpers import fast_grpo_config
 
 from agentgrpo import metric_names as metric
 from agentgrpo.algos import OBJECTIVE_METRICS, get_advantage_estimator
-from agentgrpo.config import load_config
 from agentgrpo.train.batch import Dropped
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
@@ -18,15 +17,7 @@ from agentgrpo.train.step_plan import LOGPROB_CHANGE_METRICS
 
 
 def fast_config(policy_dir, run_dir, *overrides: str) -> GRPOConfig:
-    return load_config(GRPOConfig, [
-        *SMALL_ENV_OVERRIDES,
-        f"policy.init={policy_dir}", f"run_dir={run_dir}",
-        "rollout.max_turns=2", "rollout.max_new_tokens=8", "rollout.max_total_tokens=900",
-        "trainer.steps=2", "trainer.tasks_per_step=2", "trainer.group_size=2",
-        "trainer.mini_batch_size=2", "trainer.micro_batch_size=1", "trainer.save_every=0",
-        "trainer.lr=1e-3", "logging.progress=false",
-        "experiment=joint", "algo.entropy_coef=0.05", *overrides,
-    ], defaults="grpo.yaml")
+    return fast_grpo_config(policy_dir, run_dir, "experiment=joint", "algo.entropy_coef=0.05", *overrides)
 
 
 def without_timings(metrics: dict) -> dict:
