@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -56,6 +57,7 @@ from agentgrpo.train.copy_check import (
     copy_warmup_loss,
     find_copy_spans,
 )
+from agentgrpo.train.id_relabel import relabel_ids
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 
 
@@ -77,6 +79,12 @@ class SFTDataConfig:
     epoch (teacher-forced accuracy on the ids the policy must copy from its context); 0 = off.
     Needs a domain with held-out worlds (generated airline worlds; skipped, with the reason in
     sft_stats.json, elsewhere)."""
+    copy_check_every: int = 0
+    """Also run the copy check every this many optimizer steps (0: only at each epoch's end)."""
+    relabel_ids: bool = False
+    """Give every copied id a fresh random value of the same shape on every pass over a
+    demonstration (``agentgrpo.train.id_relabel``), so SFT cannot lower its loss by memorising
+    its worlds' ids and must read them from the context."""
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.splits if s not in SPLIT_NAMES]
@@ -87,6 +95,7 @@ class SFTDataConfig:
         require(self.tokenizer_split in ("word", "id"), "data.tokenizer_split", self.tokenizer_split,
                 "must be word or id")
         require(self.copy_check_tasks >= 0, "data.copy_check_tasks", self.copy_check_tasks, "must be >= 0")
+        require(self.copy_check_every >= 0, "data.copy_check_every", self.copy_check_every, "must be >= 0")
 
 
 @dataclass
@@ -260,6 +269,15 @@ def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat) -> tuple
     return probes, None
 
 
+def relabelled_examples(chat: ChatFormat, demos: list[Demonstration], seed: int, epoch: int,
+                        max_length: int) -> list[SFTExample]:
+    """One epoch's examples with fresh ids (``data.relabel_ids``): the draw depends on ``seed``
+    and ``epoch`` only, so a rerun trains on the same sequence of relabelled transcripts."""
+    rng = random.Random(seed * 1_000_003 + epoch)
+    return build_sft_examples(chat, [policy_view(chat, relabel_ids(d.messages, rng)) for d in demos],
+                              max_length=max_length)[0]
+
+
 def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = None) -> Path:
     """Run SFT; returns the directory of the final checkpoint (``run_dir/final``).
 
@@ -283,12 +301,16 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     examples, rejected = build_sft_examples(
         chat, [policy_view(chat, d.messages) for d in demos], max_length=config.data.max_length
     )
+    relabelled = None
+    if config.data.relabel_ids:
+        def relabelled(epoch: int) -> list[SFTExample]:
+            return relabelled_examples(chat, demos, config.seed, epoch, config.data.max_length)
     probes, copy_skip = (([], "off (demonstrations given)") if demonstrations is not None
                          else copy_probes(config, bundle, chat))
     copy_task = _CopyTask(config, demos, chat, model_device(model)) if (
         config.trainer.copy_warmup_steps or config.trainer.copy_mix_weight) else None
     warmup = _copy_warmup(config, model, copy_task, probes) if config.trainer.copy_warmup_steps else None
-    stats = _fit(config, model, examples, chat.pad_token_id, run_dir, probes, copy_task)
+    stats = _fit(config, model, examples, chat.pad_token_id, run_dir, probes, copy_task, relabelled)
     if warmup is not None:
         stats["copy_warmup"] = warmup
     stats["copy_check"] = stats.pop("copy_check", None) or {"skipped": copy_skip}
@@ -358,7 +380,9 @@ def _copy_warmup(config: SFTConfig, model: torch.nn.Module, task: _CopyTask,
 
 
 def _fit(config: SFTConfig, model: torch.nn.Module, examples: list[SFTExample], pad_token_id: int,
-         run_dir: Path, probes: list[CopyProbe] = (), copy_task: _CopyTask | None = None) -> dict[str, Any]:
+         run_dir: Path, probes: list[CopyProbe] = (), copy_task: _CopyTask | None = None,
+         relabelled: Callable[[int], list[SFTExample]] | None = None) -> dict[str, Any]:
+    """The SFT loop; ``relabelled(epoch)``, when given, is each epoch's examples (fresh ids)."""
     cfg = config.trainer
     steps_per_epoch = -(-len(examples) // cfg.batch_size)
     total = cfg.epochs * steps_per_epoch
@@ -373,6 +397,8 @@ def _fit(config: SFTConfig, model: torch.nn.Module, examples: list[SFTExample], 
     copy_curve: list[dict[str, float]] = []
     with progress_bar(total, "sft", enabled=config.progress) as bar:
         for epoch in range(cfg.epochs):
+            if relabelled is not None:
+                examples = relabelled(epoch)
             order = list(range(len(examples)))
             order_rng.shuffle(order)
             for start in range(0, len(order), cfg.batch_size):
@@ -394,7 +420,8 @@ def _fit(config: SFTConfig, model: torch.nn.Module, examples: list[SFTExample], 
                           "perf/step_s": seconds, "perf/tokens_per_s": tokens / max(seconds, 1e-9)}
                 if copy_loss is not None:
                     record["sft/copy_mix_loss"] = copy_loss.item()
-                if probes and start + cfg.batch_size >= len(order):  # the epoch's last step
+                every = config.data.copy_check_every
+                if probes and (start + cfg.batch_size >= len(order) or (every and step % every == 0)):
                     score = copy_accuracy(model, probes).as_metrics()
                     copy_curve.append({"step": step, "epoch": epoch, **score})
                     record.update(score)

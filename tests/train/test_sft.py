@@ -11,7 +11,7 @@ from agentgrpo.envs.airline.factory import build_env
 from agentgrpo.envs.registry import build_training_worlds
 from agentgrpo.policy.hf import load_policy, read_agent_config
 from agentgrpo.tracking import read_metrics
-from agentgrpo.train.sft import SFTConfig, collect_demonstrations, policy_view, train_sft
+from agentgrpo.train.sft import SFTConfig, collect_demonstrations, policy_view, relabelled_examples, train_sft
 
 
 def test_demonstrations_are_successful_varied_and_seen_through_our_system_prompt(tiny_policy_dir):
@@ -59,3 +59,25 @@ def test_sft_lowers_the_loss_and_saves_a_self_describing_checkpoint(tmp_path):
     assert read_agent_config(final) == {"prompt_style": "compact"}
     model, tokenizer = load_policy(final)
     assert tokenizer.chat_template and model.config.vocab_size == len(tokenizer)
+
+
+def test_relabelled_sft_sees_fresh_ids_each_epoch_and_checks_copying_every_step(tmp_path, tiny_policy_dir):
+    bundle = build_env(small_env_config())
+    demos = collect_demonstrations(bundle, small_env_config(), ["covered_seen"], per_task=1, seed=0)
+    _, tokenizer = load_policy(tiny_policy_dir)
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
+    first, again, second = (relabelled_examples(chat, demos, 0, epoch, 6144) for epoch in (0, 0, 1))
+    assert [e.input_ids for e in first] == [e.input_ids for e in again]  # reproducible per (seed, epoch)
+    assert all(a.input_ids != b.input_ids for a, b in zip(first, second))  # every demonstration copies an id
+    plain = [chat.render(policy_view(chat, d.messages), False) for d in demos]
+    assert all(chat.render(policy_view(chat, d.messages), False) == p for d, p in zip(demos, plain))  # demos untouched
+
+    config = load_config(SFTConfig, [
+        *SMALL_ENV_OVERRIDES, f"run_dir={tmp_path}", "data.demos_per_task=2", "trainer.epochs=2",
+        "trainer.batch_size=4", "trainer.micro_batch_size=2", "trainer.lr=2e-3", "progress=false",
+        "data.relabel_ids=true", "data.copy_check_every=1",
+    ], defaults="sft.yaml")
+    train_sft(config)
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records if "sft/copy_token_acc" in r] == [1, 2, 3, 4]
+    assert records[-1]["sft/loss"] < records[0]["sft/loss"]
