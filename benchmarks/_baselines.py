@@ -20,7 +20,8 @@ from transformers import GenerationConfig
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.turn import play_turn
-from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig
+from agentgrpo.rollout.config import RolloutConfig
+from agentgrpo.rollout.engine import EpisodeSpec
 
 
 @dataclass

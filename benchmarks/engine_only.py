@@ -32,7 +32,8 @@ from _common import (
 import agentgrpo.rollout.engine as engine_module
 from agentgrpo.envs.airline.factory import EnvConfig
 from agentgrpo.policy.hf import load_policy
-from agentgrpo.rollout.engine import RolloutConfig, RolloutEngine
+from agentgrpo.rollout.config import RolloutConfig
+from agentgrpo.rollout.engine import RolloutEngine
 
 
 def main() -> None:

@@ -48,7 +48,8 @@ from _common import (
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.envs.airline.factory import EnvConfig
 from agentgrpo.policy.hf import load_policy
-from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig, RolloutEngine, RolloutStats
+from agentgrpo.rollout.config import RolloutConfig
+from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine, RolloutStats
 
 
 def parse_args() -> argparse.Namespace:

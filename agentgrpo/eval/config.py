@@ -13,7 +13,7 @@ from agentgrpo.endpoint import RequestConfig
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import SPLIT_NAMES, VALIDATION_SPLIT, check_heldout
 from agentgrpo.policy.settings import EvalPolicyConfig
-from agentgrpo.rollout.engine import RolloutConfig
+from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.tracking import TrackingConfig
 
 AGENT_POLICIES = ("oracle", "openai")

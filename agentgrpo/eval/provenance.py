@@ -13,12 +13,10 @@ import subprocess
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentgrpo.config import ConfigError, to_dict
-
-if TYPE_CHECKING:  # annotations only: eval.config imports torch (its RolloutConfig), which this module needs not
-    from agentgrpo.eval.config import EvalConfig
+from agentgrpo.eval.config import EvalConfig
 
 PACKAGES = ("agentgrpo", "torch", "transformers", "numpy")
 """Libraries whose versions are recorded (None where one is not installed)."""

@@ -15,14 +15,11 @@ change the database (the tasks where an agent must act to score).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from agentgrpo.config import ConfigError
 from agentgrpo.envs.registry import EnvBundle, build_env, build_heldout
 from agentgrpo.envs.types import Task
-
-if TYPE_CHECKING:  # annotations only: eval.config imports torch (its RolloutConfig), which this module needs not
-    from agentgrpo.eval.config import EvalConfig
+from agentgrpo.eval.config import EvalConfig
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from agentgrpo.config import ConfigError, require
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import SPLIT_NAMES
 from agentgrpo.policy.settings import PolicyConfig
-from agentgrpo.rollout.engine import RolloutConfig
+from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.tracking import TrackingConfig
 
 

@@ -18,7 +18,8 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.turn import play_turn
 from agentgrpo.agent.types import Trajectory, Turn
 from agentgrpo.envs.types import StepResult
-from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig
+from agentgrpo.rollout.config import RolloutConfig
+from agentgrpo.rollout.engine import EpisodeSpec
 from agentgrpo.rollout.sampling import sample_tokens
 
 from .oracle_cache import GrowableCache, forward_chunk

@@ -16,7 +16,8 @@ from helpers import small_env_config
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.envs.airline.factory import build_env, make_env
 from agentgrpo.policy.hf import load_policy, read_agent_config
-from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig, RolloutEngine
+from agentgrpo.rollout.config import RolloutConfig
+from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
 
 from .oracle_engine import OracleEngine
 

@@ -10,7 +10,8 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.envs.airline.factory import build_env, make_env
 from agentgrpo.policy.hf import load_policy, read_agent_config
 from agentgrpo.rewards import PRMLite, parse_messages
-from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig, RolloutEngine
+from agentgrpo.rollout.config import RolloutConfig
+from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
 
 
 @pytest.fixture(scope="module")

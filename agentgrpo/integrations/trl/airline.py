@@ -36,7 +36,8 @@ from agentgrpo.agent.types import Trajectory
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import TRAIN_SPLITS, EnvBundle, make_env
 from agentgrpo.envs.user_sim import ChatClient
-from agentgrpo.rollout.engine import EpisodeSpec, RolloutConfig, RolloutEngine
+from agentgrpo.rollout.config import RolloutConfig
+from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
 from agentgrpo.train.task_sampler import derive_seed
 
 EXTRA_COLUMNS = ("outcome", "transcript", "termination")

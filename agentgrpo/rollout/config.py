@@ -1,0 +1,42 @@
+"""The rollout engine's settings (``rollout:`` in every config): sampling and episode limits.
+
+Torch-free, so configs that carry them (evaluation, GRPO) can be built and checked without
+importing the engine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentgrpo.config import require
+
+
+@dataclass
+class RolloutConfig:
+    """Sampling and episode limits for the rollout engine."""
+
+    max_turns: int = 30
+    """Assistant turns per episode (tool calls, messages and malformed outputs all count)."""
+    max_new_tokens: int = 256
+    """Tokens one assistant turn may generate before it is cut (an end-of-turn is forced)."""
+    max_total_tokens: int = 8192
+    """Token budget of a whole episode, prompt included; the episode ends when it is hit."""
+    temperature: float = 1.0
+    """Sampling temperature; 0 means greedy."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    max_batch: int = 0
+    """Episodes running at once (cache rows); the others join as episodes end. 0 = all at once."""
+    compact_threshold: float = 0.125
+    """Drop the cache rows of finished episodes once they are this share of the rows (nobody waiting)."""
+    share_prefix_min: int = 8
+    """Prefill a common prompt prefix once for all episodes if it is at least this long."""
+
+    def __post_init__(self) -> None:
+        for key in ("max_turns", "max_new_tokens", "max_total_tokens"):
+            require(getattr(self, key) >= 1, f"rollout.{key}", getattr(self, key), "must be >= 1")
+        require(0.0 < self.top_p <= 1.0, "rollout.top_p", self.top_p, "must be in (0, 1]")
+        require(self.temperature >= 0, "rollout.temperature", self.temperature, "must be >= 0 (0 = greedy)")
+        require(self.max_batch >= 0, "rollout.max_batch", self.max_batch, "must be >= 0 (0 = all episodes at once)")
+        require(0.0 <= self.compact_threshold <= 1.0, "rollout.compact_threshold", self.compact_threshold,
+                "must be in [0, 1]")
+        require(self.share_prefix_min >= 0, "rollout.share_prefix_min", self.share_prefix_min, "must be >= 0")
