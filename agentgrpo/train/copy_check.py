@@ -83,24 +83,37 @@ def find_copy_spans(example: SFTExample, value_ids: Sequence[Sequence[int]]) -> 
 
 
 def copy_warmup_batch(pool: Sequence[int], length: int, batch_size: int, generator: torch.Generator,
-                      bos_token_id: int) -> torch.Tensor:
-    """``batch_size`` sequences ``[bos, s_1..s_length, s_1..s_length]`` of tokens drawn uniformly
-    from ``pool`` (the tokens ids are made of): the second half can only be predicted by finding
-    the first in context and copying it, which is how an induction (copy) circuit forms. Random
-    tokens, so nothing about any world's ids is learned but how to copy them."""
+                      bos_token_id: int, context: int = 0) -> torch.Tensor:
+    """``batch_size`` rows ``[bos, c_1..c_context, s_1..s_length]`` of tokens drawn uniformly from
+    ``pool`` (the tokens ids are made of), where ``s`` also occurs at a random place inside the
+    ``context`` tokens (``context = 0``: the row is ``[bos, s, s]``). After its first token the
+    final segment can only be predicted by finding where it began and copying on: the operation
+    that continues an id read from a transcript. The segment hides among random tokens of the
+    same kind at a random distance, so no fixed offset (a positional shortcut) does it: only a
+    prefix match does, which is what an induction (copy) circuit learns. Random tokens, so
+    nothing about any world's ids is learned but how to copy them."""
     pool_tensor = torch.as_tensor(list(pool), dtype=torch.long)
-    picks = torch.randint(len(pool_tensor), (batch_size, length), generator=generator)
-    segment = pool_tensor[picks]
-    bos = torch.full((batch_size, 1), bos_token_id, dtype=torch.long)
-    return torch.cat([bos, segment, segment], dim=1)
+    segment = pool_tensor[torch.randint(len(pool_tensor), (batch_size, length), generator=generator)]
+    rows = [torch.full((batch_size, 1), bos_token_id, dtype=torch.long)]
+    if context:
+        if context < length:
+            raise ValueError(f"context ({context}) must hold the segment ({length} tokens)")
+        filler = pool_tensor[torch.randint(len(pool_tensor), (batch_size, context), generator=generator)]
+        starts = torch.randint(context - length + 1, (batch_size,), generator=generator)
+        for row, start in enumerate(starts.tolist()):
+            filler[row, start:start + length] = segment[row]
+        rows.append(filler)
+    else:
+        rows.append(segment)
+    return torch.cat([*rows, segment], dim=1)
 
 
-def copy_warmup_loss(model: torch.nn.Module, sequences: torch.Tensor) -> torch.Tensor:
-    """Mean next-token NLL on the repeated half of ``copy_warmup_batch`` sequences."""
-    length = (sequences.shape[1] - 1) // 2
-    logits = model(input_ids=sequences).logits[:, length:-1]  # positions predicting the repeat
+def copy_warmup_loss(model: torch.nn.Module, sequences: torch.Tensor, length: int) -> torch.Tensor:
+    """Mean next-token NLL on the final ``length``-token segment of ``copy_warmup_batch`` rows,
+    after its first token (which nothing in the row predicts)."""
+    logits = model(input_ids=sequences).logits[:, -length:-1]  # positions predicting s_2..s_length
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
-                                             sequences[:, length + 1:].reshape(-1))
+                                             sequences[:, -length + 1:].reshape(-1))
 
 
 @dataclass

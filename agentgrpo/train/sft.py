@@ -118,11 +118,15 @@ class SFTTrainerConfig:
     """torch.compile the decoder (a one-off compile of ~1 minute; pays off for long runs and larger models)."""
     copy_warmup_steps: int = 0
     """Optimizer steps of a copy warm-up before SFT (``agentgrpo.train.copy_check.copy_warmup_batch``:
-    random sequences of id tokens, then the same again; loss on the repeat). A model built from
+    a random segment of id tokens hidden among random id tokens, then the segment again; loss on
+    the repeat after its first token). A model built from
     a config has no in-context copying circuit, which a pretrained LM gets from pretraining;
     without one it writes ids of the right shape that are not the ones in its context."""
-    copy_warmup_length: int = 32
-    """Tokens in each random segment of the copy warm-up."""
+    copy_warmup_length: int = 8
+    """Tokens in each random segment of the copy warm-up (an id is 6-14 tokens with the id split)."""
+    copy_warmup_context: int = 120
+    """Random tokens the segment hides in, at a random place (0: the segment follows itself at a
+    fixed distance, which a positional head solves without learning to copy by content)."""
     copy_warmup_batch_size: int = 32
     """Sequences per copy warm-up step."""
     copy_mix_weight: float = 0.0
@@ -140,6 +144,9 @@ class SFTTrainerConfig:
             require(0 <= getattr(self, key) <= 1, f"trainer.{key}", getattr(self, key), "must be in [0, 1]")
         require(self.weight_decay >= 0, "trainer.weight_decay", self.weight_decay, "must be >= 0")
         require(self.max_grad_norm > 0, "trainer.max_grad_norm", self.max_grad_norm, "must be > 0")
+        require(self.copy_warmup_context == 0 or self.copy_warmup_context >= self.copy_warmup_length,
+                "trainer.copy_warmup_context", self.copy_warmup_context,
+                "must be 0 or hold the segment (>= trainer.copy_warmup_length)")
         for key in ("copy_warmup_length", "copy_warmup_batch_size"):
             require(getattr(self, key) >= 1, f"trainer.{key}", getattr(self, key), "must be >= 1")
         require(self.copy_warmup_steps >= 0, "trainer.copy_warmup_steps", self.copy_warmup_steps, "must be >= 0")
@@ -349,9 +356,9 @@ class _CopyTask:
 
     def loss(self, model: torch.nn.Module) -> torch.Tensor:
         batch = copy_warmup_batch(self.pool, self.cfg.copy_warmup_length, self.cfg.copy_warmup_batch_size,
-                                  self.generator, self.bos)
+                                  self.generator, self.bos, context=self.cfg.copy_warmup_context)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
-            return copy_warmup_loss(model, batch.to(self.device))
+            return copy_warmup_loss(model, batch.to(self.device), self.cfg.copy_warmup_length)
 
 
 def _copy_warmup(config: SFTConfig, model: torch.nn.Module, task: _CopyTask,

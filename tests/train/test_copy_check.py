@@ -82,11 +82,27 @@ def test_copy_warmup_batches_repeat_a_random_segment_of_pool_tokens():
     assert torch.equal(batch, again)  # seeded
 
 
-def test_copy_warmup_loss_is_the_nll_of_the_repeat_by_hand():
+def test_copy_warmup_segments_hide_at_random_distances_in_context():
+    pool = list(range(10, 50))
+    batch = copy_warmup_batch(pool, length=5, batch_size=64, generator=torch.Generator().manual_seed(1),
+                              bos_token_id=0, context=40)
+    assert batch.shape == (64, 1 + 40 + 5) and set(batch[:, 1:].unique().tolist()) <= set(pool)
+    starts = set()
+    for row in batch.tolist():
+        segment, context = row[-5:], row[1:41]
+        found = [i for i in range(36) if context[i:i + 5] == segment]
+        assert found  # the final segment occurs in the context
+        starts.add(found[0])
+    assert len(starts) > 20  # at many distances: no fixed offset predicts it
+    with pytest.raises(ValueError, match="context"):
+        copy_warmup_batch(pool, 8, 2, torch.Generator(), 0, context=4)
+
+
+def test_copy_warmup_loss_is_the_nll_of_the_repeat_after_its_first_token_by_hand():
     model = _NextIsPlusOne(vocab=16)
-    # [bos, 1, 2, 3, 1, 2, 3]: the repeat's targets 1, 2, 3 are predicted at positions 3, 4, 5 from
-    # tokens 3, 1, 2, whose "+1" predictions 4, 2, 3 are right for 2 and 3, wrong for 1
-    sequences = torch.tensor([[0, 1, 2, 3, 1, 2, 3]])
+    # [bos, 1, 2, 3, 1, 2, 4] with length 3: targets 2 and 4 are predicted from tokens 1 and 2,
+    # whose "+1" predictions 2 and 3 are right for 2, wrong for 4; the repeat's first token is not scored
+    sequences = torch.tensor([[0, 1, 2, 3, 1, 2, 4]])
     logsumexp = math.log(15 + math.e)  # one-hot logits: one 1 and fifteen 0s
-    expected = ((logsumexp - 0) + 2 * (logsumexp - 1)) / 3
-    assert copy_warmup_loss(model, sequences).item() == pytest.approx(expected, rel=1e-6)
+    expected = ((logsumexp - 1) + (logsumexp - 0)) / 2
+    assert copy_warmup_loss(model, sequences, length=3).item() == pytest.approx(expected, rel=1e-6)
