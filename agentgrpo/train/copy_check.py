@@ -124,9 +124,15 @@ class CopyScore:
     """Share of copied ids whose every token is the argmax."""
     ids: int
     tokens: int
+    first_accuracy: float = 0.0
+    """Share of ids whose first token is right: choosing *which* id (the context holds many)."""
+    continue_accuracy: float = 0.0
+    """Share of the tokens after an id's first that are right, the prefix given: copying on
+    from where the id was read. A model with an in-context copy circuit is near 1 here."""
 
     def as_metrics(self, prefix: str = "sft/copy_") -> dict[str, float]:
         return {f"{prefix}token_acc": self.token_accuracy, f"{prefix}id_acc": self.id_accuracy,
+                f"{prefix}first_acc": self.first_accuracy, f"{prefix}continue_acc": self.continue_accuracy,
                 f"{prefix}ids": float(self.ids)}
 
 
@@ -136,7 +142,7 @@ def copy_accuracy(model: torch.nn.Module, probes: Sequence[CopyProbe]) -> CopySc
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    right_tokens = total_tokens = right_ids = total_ids = 0
+    right_tokens = total_tokens = right_ids = total_ids = right_first = right_rest = 0
     for probe in probes:
         if not probe.spans:
             continue
@@ -149,8 +155,11 @@ def copy_accuracy(model: torch.nn.Module, probes: Sequence[CopyProbe]) -> CopySc
             right_tokens += int(hits.sum())
             total_tokens += stop - start
             right_ids += int(bool(hits.all()))
+            right_first += int(hits[0])
+            right_rest += int(hits[1:].sum())
             total_ids += 1
     if was_training:
         model.train()
     return CopyScore(token_accuracy=right_tokens / max(total_tokens, 1), id_accuracy=right_ids / max(total_ids, 1),
-                     ids=total_ids, tokens=total_tokens)
+                     ids=total_ids, tokens=total_tokens, first_accuracy=right_first / max(total_ids, 1),
+                     continue_accuracy=right_rest / max(total_tokens - total_ids, 1))

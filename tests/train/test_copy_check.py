@@ -70,7 +70,10 @@ def test_copy_accuracy_by_hand():
     score = copy_accuracy(model, probes)
     assert score.tokens == 5 and score.ids == 2
     assert score.token_accuracy == pytest.approx(3 / 5) and score.id_accuracy == pytest.approx(1 / 2)
-    assert score.as_metrics() == {"sft/copy_token_acc": 0.6, "sft/copy_id_acc": 0.5, "sft/copy_ids": 2.0}
+    # first tokens: 3 right, 9 wrong; after them: 4 and 5 right, 1 wrong
+    assert score.first_accuracy == pytest.approx(1 / 2) and score.continue_accuracy == pytest.approx(2 / 3)
+    assert score.as_metrics() == {"sft/copy_token_acc": 0.6, "sft/copy_id_acc": 0.5, "sft/copy_first_acc": 0.5,
+                                  "sft/copy_continue_acc": pytest.approx(2 / 3), "sft/copy_ids": 2.0}
 
 
 def test_copy_warmup_batches_repeat_a_random_segment_of_pool_tokens():
