@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "copy_check.py"
 
 
@@ -28,3 +30,15 @@ def test_copy_check_benchmark_scores_a_checkpoint_on_held_out_worlds(tiny_policy
 def test_copy_check_benchmark_refuses_a_built_preset():
     result = _run("tiny", "--tasks", "2")
     assert result.returncode != 0 and "random weights" in result.stderr
+
+
+def test_copy_task_benchmark_trains_from_scratch_and_reports_chance():
+    script = SCRIPT.parent / "copy_task.py"
+    result = subprocess.run([sys.executable, str(script), "--preset", "toy", "--steps", "50", "--pool", "20",
+                             "--context", "16", "--length", "4"], env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = {name: float(value) for name, value in re.findall(r"^BENCH (\S+) (\S+) target info$", result.stdout,
+                                                                re.MULTILINE)}
+    assert lines["copy_task_chance"] == pytest.approx(2.996, abs=1e-3) and lines["copy_task_steps"] == 50
+    assert 0 < lines["copy_task_final_loss"] < 10
