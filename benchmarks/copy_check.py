@@ -28,7 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentgrpo.agent.chat import ChatFormat  # noqa: E402
-from agentgrpo.config import load_config  # noqa: E402
+from agentgrpo.config import AgentGRPOError, load_config  # noqa: E402
 from agentgrpo.envs.registry import build_env  # noqa: E402
 from agentgrpo.policy.hf import load_policy, read_agent_config  # noqa: E402
 from agentgrpo.policy.presets import PRESETS  # noqa: E402
@@ -54,7 +54,10 @@ def main() -> None:
         preset = PRESETS.get(source)
         if preset is not None and preset.kind == "built":
             raise SystemExit(f"{source}: a built preset has random weights; pass its SFT checkpoint instead")
-        model, tokenizer = load_policy(source)
+        try:
+            model, tokenizer = load_policy(source)
+        except AgentGRPOError as e:  # a missing checkpoint or an unknown name: one line, not a traceback
+            raise SystemExit(f"{source}: {e}") from None
         style = "compact" if preset is not None else read_agent_config(source)["prompt_style"]
         chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style=style)
         probes, skipped = copy_probes(config, bundle, chat)

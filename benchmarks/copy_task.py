@@ -40,6 +40,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.length < 1 or (args.context and args.context < args.length):
+        parser.error(f"--context ({args.context}) must hold the segment (--length {args.length})")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     config = dict(PRESETS[args.preset].config)

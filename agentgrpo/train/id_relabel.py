@@ -13,16 +13,16 @@ assistant's calls that contain a digit and appear earlier in the context), kept 
 values that hold both a letter and a digit, so dates, times and amounts keep their meaning,
 and every other word of a copied id's shape is refilled with it (the rest of a search result's
 flights, say), so the copied one never stands out. A new value keeps the old one's shape:
-digits become random digits, capitals random capitals;
-lower-case letters and punctuation stay (``sara_lee_2916`` → ``sara_lee_7351``, ``U73KOY`` →
-``QX4RBM``), so an id still agrees with the name beside it. Pure Python; no torch.
+digits become random digits, capitals random capitals; lower-case letters and punctuation stay
+(``sara_lee_2916`` → ``sara_lee_7351``, ``U73KOY`` → ``QX4RBM``), so an id still agrees with the
+name beside it. Pure Python; no torch.
 """
 from __future__ import annotations
 
 import random
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentgrpo.train.copy_check import copied_values
@@ -44,8 +44,13 @@ def relabel_ids(messages: Sequence[dict[str, Any]], rng: random.Random) -> list[
     if not shapes:
         return [dict(m) for m in messages]
     words: set[str] = set()
-    for text in _texts([m for m in messages if m.get("role") != "system"]):
+
+    def collect(text: str) -> str:
         words.update(w for w in _WORD.findall(text) if _shape(w) in shapes and _ID_LIKE.fullmatch(w))
+        return text
+
+    world = [m for m in messages if m.get("role") != "system"]
+    _map_texts(world, collect)
     originals = sorted(words, key=len, reverse=True)
     taken = set(originals)
     mapping = {}
@@ -57,22 +62,16 @@ def relabel_ids(messages: Sequence[dict[str, Any]], rng: random.Random) -> list[
         mapping[value] = new
     # whole words only: U73KOY inside a longer token (or a longer id holding a shorter one) is left alone
     pattern = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, originals)) + r")(?![A-Za-z0-9_])")
-    return [dict(m) if m.get("role") == "system" else _substitute(m, pattern, mapping) for m in messages]
+
+    def refill(text: str) -> str:
+        return pattern.sub(lambda m: mapping[m.group(0)], text)
+
+    return [dict(m) if m.get("role") == "system" else _map_texts(m, refill) for m in messages]
 
 
 def _shape(value: str) -> str:
     """Digits as 9, capitals as A, the rest kept: what a refilled value shares with the original."""
     return "".join("9" if c.isdigit() else "A" if c.isascii() and c.isupper() else c for c in value)
-
-
-def _texts(node: Any, key: str | None = None) -> list[str]:
-    if isinstance(node, str):
-        return [] if key in _FIXED_KEYS else [node]
-    if isinstance(node, dict):
-        return [t for k, v in node.items() for t in _texts(v, k)]
-    if isinstance(node, list):
-        return [t for v in node for t in _texts(v, key)]
-    return []
 
 
 def _same_shape(value: str, rng: random.Random) -> str:
@@ -81,11 +80,13 @@ def _same_shape(value: str, rng: random.Random) -> str:
                    else c for c in value)
 
 
-def _substitute(node: Any, pattern: re.Pattern[str], mapping: dict[str, str], key: str | None = None) -> Any:
+def _map_texts(node: Any, fn: Callable[[str], str], key: str | None = None) -> Any:
+    """``node`` (messages, nested dicts and lists) with ``fn`` applied to every text string;
+    protocol fields (``_FIXED_KEYS``) are kept as they are."""
     if isinstance(node, str):
-        return node if key in _FIXED_KEYS else pattern.sub(lambda m: mapping[m.group(0)], node)
+        return node if key in _FIXED_KEYS else fn(node)
     if isinstance(node, dict):
-        return {k: _substitute(v, pattern, mapping, k) for k, v in node.items()}
+        return {k: _map_texts(v, fn, k) for k, v in node.items()}
     if isinstance(node, list):
-        return [_substitute(v, pattern, mapping, key) for v in node]
+        return [_map_texts(v, fn, key) for v in node]
     return node
