@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agentgrpo.agent.chat import ChatFormat  # noqa: E402
 from agentgrpo.config import AgentGRPOError, load_config  # noqa: E402
 from agentgrpo.envs.registry import build_env  # noqa: E402
-from agentgrpo.policy.hf import load_policy, read_agent_config  # noqa: E402
+from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise  # noqa: E402
 from agentgrpo.policy.presets import PRESETS  # noqa: E402
 from agentgrpo.train.copy_check import copy_accuracy  # noqa: E402
 from agentgrpo.train.sft import SFTConfig, copy_probes  # noqa: E402
@@ -60,6 +60,8 @@ def main() -> None:
             raise SystemExit(f"{source}: {e}") from None
         style = "compact" if preset is not None else read_agent_config(source)["prompt_style"]
         chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style=style)
+        config.env.delexicalise = None
+        config.env.delexicalise = resolve_delexicalise(config.env, source)  # the probes in the policy's view
         probes, skipped = copy_probes(config, bundle, chat)
         if skipped:
             raise SystemExit(f"copy check unavailable: {skipped}")

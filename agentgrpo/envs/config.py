@@ -96,6 +96,11 @@ class EnvConfig:
     """Generated worlds training jobs (SFT's demonstrations, GRPO's tasks) draw from: world 0 is
     ``seed``'s own, each other adds tasks of the training families from a world of its own
     (``Domain.build_training_worlds``). Test and validation tasks never come from them."""
+    delexicalise: bool | None = None
+    """The policy sees each id (user, reservation, payment method, flight) as a slot token
+    (``<U1>``, ``<R2>``, ...) numbered by first appearance in the episode, and the environment
+    gets the ids back (``agentgrpo.envs.delex``). None: the policy checkpoint's own choice (its
+    ``agentgrpo.json``; off for a model without one)."""
     compat: Literal["tau_bench", "fixed"] | None = None
     """Tool semantics: τ-bench's quirks or τ²-bench's fixes; None = the source's default."""
     world: WorldConfig = field(default_factory=WorldConfig)

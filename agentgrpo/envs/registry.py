@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentgrpo.config import ConfigError
+from agentgrpo.envs.delex import DelexEnv, IdKind
 from agentgrpo.envs.types import Action, StepResult, Task, Termination
 
 if TYPE_CHECKING:
@@ -152,7 +153,9 @@ class Domain(Protocol):
     ``check_config(env_config)`` (the domain's own keys, from
     ``EnvConfig.__post_init__``), ``check_heldout(env_config, tasks_per_split)`` (an
     evaluation that draws held-out tasks) and ``check_data(env_config, prefix)`` (the files
-    a job will read exist: the jobs' preflight).
+    a job will read exist: the jobs' preflight). A domain whose tools take ids may declare
+    them as ``id_kinds`` (a sequence of ``agentgrpo.envs.delex.IdKind``), which
+    ``env.delexicalise`` needs.
     """
 
     name: str
@@ -239,11 +242,26 @@ def build_env(config: EnvConfig) -> EnvBundle:
 
 
 def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, max_steps: int = 30,
-             user_client: ChatClient | None = None, abort_on_endpoint_error: bool = False) -> EpisodeEnv:
-    """One episode of ``task`` in the configured domain (``Domain.make_env``)."""
-    return get_domain(config.domain).make_env(bundle, task, config, user_seed, max_steps=max_steps,
-                                              user_client=user_client,
-                                              abort_on_endpoint_error=abort_on_endpoint_error)
+             user_client: ChatClient | None = None, abort_on_endpoint_error: bool = False,
+             delexicalise: bool | None = None) -> EpisodeEnv:
+    """One episode of ``task`` in the configured domain (``Domain.make_env``), wrapped in a
+    ``DelexEnv`` if ``delexicalise`` (``config.delexicalise`` unless given; None is off)."""
+    env = get_domain(config.domain).make_env(bundle, task, config, user_seed, max_steps=max_steps,
+                                             user_client=user_client,
+                                             abort_on_endpoint_error=abort_on_endpoint_error)
+    if config.delexicalise if delexicalise is None else delexicalise:
+        env = DelexEnv(env, id_kinds(config))
+    return env
+
+
+def id_kinds(config: EnvConfig) -> Sequence[IdKind]:
+    """The configured domain's id kinds (its ``id_kinds``), which delexicalisation replaces by
+    slots; a ConfigError naming ``env.delexicalise`` if the domain declares none."""
+    kinds = getattr(get_domain(config.domain), "id_kinds", None)
+    if not kinds:
+        raise ConfigError(f"env.delexicalise=true is invalid: domain {config.domain!r} declares no id_kinds; "
+                          "set env.delexicalise=false")
+    return kinds
 
 
 def build_heldout(config: EnvConfig, split_names: Sequence[str], tasks_per_split: int, seed: int = 0,

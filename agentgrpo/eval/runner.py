@@ -232,7 +232,7 @@ def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[
 
     from agentgrpo.agent.chat import ChatFormat
     from agentgrpo.policy.device import autocast, resolve_device
-    from agentgrpo.policy.hf import load_policy, read_agent_config
+    from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
     from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
 
     if not jobs:
@@ -244,11 +244,13 @@ def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[
                       prompt_style=read_agent_config(config.policy.init)["prompt_style"])
     engine = RolloutEngine(model, chat, config.rollout)
     user_client = llm_user_client(config.env.user)
+    delexicalise = resolve_delexicalise(config.env, config.policy.init)
     for start in range(0, len(jobs), config.max_batch):
         chunk = jobs[start : start + config.max_batch]
         specs = [EpisodeSpec(make_env(job.bundle, job.task, config.env, job.user_seed,
                                       max_steps=config.rollout.max_turns, user_client=user_client,
-                                      abort_on_endpoint_error=True), job.task.task_id, job.task.task_id, job.trial)
+                                      abort_on_endpoint_error=True, delexicalise=delexicalise),
+                             job.task.task_id, job.task.task_id, job.trial)
                  for job in chunk]
         with autocast(device, config.policy.autocast):
             trajectories = engine.run(specs, seed=config.seed + start)

@@ -45,7 +45,7 @@ from agentgrpo.envs.registry import VALIDATION_SPLIT, EnvBundle, build_env, buil
 from agentgrpo.openai_client import llm_user_client
 from agentgrpo.policy.device import autocast, model_device
 from agentgrpo.policy.forward import PolicyForward
-from agentgrpo.policy.hf import load_for_training, load_policy, read_agent_config, save_policy
+from agentgrpo.policy.hf import load_for_training, load_policy, read_agent_config, resolve_delexicalise, save_policy
 from agentgrpo.progress import progress_bar
 from agentgrpo.rewards.prm_lite import PRMLite
 from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
@@ -76,6 +76,7 @@ class GRPOTrainer:
         """``task_refill(step)``: fresh training tasks for the frontier sampler's pool (a domain that
         generates tasks; a pure function of the step). Without it the pool is the training split."""
         self.config = cfg = config
+        cfg.env.delexicalise = resolve_delexicalise(cfg.env, cfg.policy.init)  # the SFT checkpoint's view
         self.run_dir = Path(cfg.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.bundle: EnvBundle = build_env(cfg.env)

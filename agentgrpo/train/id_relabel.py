@@ -22,15 +22,14 @@ from __future__ import annotations
 import random
 import re
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from agentgrpo.envs.delex import map_texts
 from agentgrpo.train.copy_check import copied_values
 
 _ID_LIKE = re.compile(r"[A-Za-z0-9_]*(?:[A-Za-z][A-Za-z0-9_]*\d|\d[A-Za-z0-9_]*[A-Za-z])[A-Za-z0-9_]*")
 _WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z0-9_]+(?![A-Za-z0-9_])")
-_FIXED_KEYS = frozenset({"role", "id", "tool_call_id", "name", "type"})
-"""Message fields that are protocol, not text: a call's id (``call_1``) is never an id to refill."""
 
 
 def relabel_ids(messages: Sequence[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
@@ -50,7 +49,7 @@ def relabel_ids(messages: Sequence[dict[str, Any]], rng: random.Random) -> list[
         return text
 
     world = [m for m in messages if m.get("role") != "system"]
-    _map_texts(world, collect)
+    map_texts(world, collect)
     originals = sorted(words, key=len, reverse=True)
     taken = set(originals)
     mapping = {}
@@ -66,7 +65,7 @@ def relabel_ids(messages: Sequence[dict[str, Any]], rng: random.Random) -> list[
     def refill(text: str) -> str:
         return pattern.sub(lambda m: mapping[m.group(0)], text)
 
-    return [dict(m) if m.get("role") == "system" else _map_texts(m, refill) for m in messages]
+    return [dict(m) if m.get("role") == "system" else map_texts(m, refill) for m in messages]
 
 
 def _shape(value: str) -> str:
@@ -78,15 +77,3 @@ def _same_shape(value: str, rng: random.Random) -> str:
     return "".join(rng.choice(string.digits) if c.isdigit()
                    else rng.choice(string.ascii_uppercase) if c.isascii() and c.isupper()
                    else c for c in value)
-
-
-def _map_texts(node: Any, fn: Callable[[str], str], key: str | None = None) -> Any:
-    """``node`` (messages, nested dicts and lists) with ``fn`` applied to every text string;
-    protocol fields (``_FIXED_KEYS``) are kept as they are."""
-    if isinstance(node, str):
-        return node if key in _FIXED_KEYS else fn(node)
-    if isinstance(node, dict):
-        return {k: _map_texts(v, fn, k) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_map_texts(v, fn, key) for v in node]
-    return node

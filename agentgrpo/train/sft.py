@@ -28,6 +28,7 @@ from agentgrpo.agent.format import message_text, openai_assistant_text
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_example, build_sft_examples
 from agentgrpo.config import ConfigError, require, to_dict, to_yaml
 from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.delex import delexicalise_messages, slot_tokens
 from agentgrpo.envs.episode import run_episode
 from agentgrpo.envs.registry import (
     SPLIT_NAMES,
@@ -37,12 +38,20 @@ from agentgrpo.envs.registry import (
     build_heldout,
     build_training_worlds,
     domain_oracle,
+    id_kinds,
     make_env,
 )
 from agentgrpo.openai_client import llm_user_client
 from agentgrpo.policy.device import model_device
 from agentgrpo.policy.forward import PolicyForward
-from agentgrpo.policy.hf import build_policy, load_for_training, prepare_for_training, read_agent_config, save_policy
+from agentgrpo.policy.hf import (
+    build_policy,
+    load_for_training,
+    prepare_for_training,
+    read_agent_config,
+    resolve_delexicalise,
+    save_policy,
+)
 from agentgrpo.policy.lora import trainable_share
 from agentgrpo.policy.presets import PRESETS
 from agentgrpo.policy.settings import SFTPolicyConfig
@@ -186,17 +195,22 @@ class Demonstration:
 def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConfig, splits: list[str],
                            per_task: int, seed: int) -> list[Demonstration]:
     """Oracle transcripts with the scripted user on the ``splits`` tasks of every world in
-    ``bundles``; failed episodes are dropped."""
+    ``bundles``; failed episodes are dropped. With ``config.delexicalise`` the transcripts are
+    as a delexicalising policy sees them (ids as slots)."""
     demos = []
     user_client = llm_user_client(config.user)  # None for the scripted user (the default)
+    kinds = id_kinds(config) if config.delexicalise else None
     for bundle in bundles if isinstance(bundles, list) else [bundles]:
         for task in bundle.tasks(splits):
             for k in range(per_task):
                 user_seed = seed * 1000 + k
-                env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client)
+                # the oracle reads the real world; the transcript is then put in the policy's view
+                env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client,
+                               delexicalise=False)
                 result = run_episode(env, domain_oracle(config, bundle, task))
                 if result.reward == 1.0:
-                    demos.append(Demonstration(task.task_id, user_seed, result.reward, result.messages))
+                    messages = delexicalise_messages(result.messages, kinds) if kinds else result.messages
+                    demos.append(Demonstration(task.task_id, user_seed, result.reward, messages))
     return demos
 
 
@@ -229,8 +243,9 @@ def prepare_policy(config: SFTConfig, worlds: list[EnvBundle], demos: list[Demon
                                extra_texts=[transcript_text(d.messages) for d in demos],
                                strip_identifiers=split == "id")
         init_dir = Path(config.run_dir) / "init"
+        slots = slot_tokens(id_kinds(config.env)) if config.env.delexicalise else ()
         model, tokenizer = build_policy(config.policy.init, corpus, init_dir, seed=config.seed,
-                                        agent_config=agent_config, tokenizer_split=split)
+                                        agent_config=agent_config, atomic_texts=slots, tokenizer_split=split)
         model = model.to(getattr(torch, config.policy.dtype))
         return prepare_for_training(model, config.policy, init_dir), tokenizer
     return load_for_training(config.policy)
@@ -296,15 +311,18 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(to_yaml(config))
     torch.manual_seed(config.seed)
+    agent_config = {"prompt_style": resolve_prompt_style(config),
+                    "delexicalise": resolve_delexicalise(config.env, config.policy.init)}
+    config.env.delexicalise = agent_config["delexicalise"]
     bundle = build_env(config.env)
     worlds = build_training_worlds(config.env, training=bundle)
     demos = demonstrations if demonstrations is not None else collect_demonstrations(
         worlds, config.env, config.data.splits, config.data.demos_per_task, config.seed)
     if not demos:
         raise RuntimeError("the oracle produced no successful demonstrations for the SFT splits")
-    agent_config = {"prompt_style": resolve_prompt_style(config)}
     model, tokenizer = prepare_policy(config, worlds, demos, agent_config)
-    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, **agent_config)
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy,
+                      prompt_style=agent_config["prompt_style"])
     examples, rejected = build_sft_examples(
         chat, [policy_view(chat, d.messages) for d in demos], max_length=config.data.max_length
     )

@@ -3,10 +3,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from helpers import SMALL_ENV_OVERRIDES, small_env_config
 
 from agentgrpo.agent.chat import ChatFormat
-from agentgrpo.config import load_config
+from agentgrpo.config import ConfigError, load_config
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.eval.evaluator import EvalConfig, evaluate
+from agentgrpo.policy.hf import resolve_delexicalise
 from agentgrpo.envs.airline.factory import build_env
 from agentgrpo.envs.registry import build_training_worlds
 from agentgrpo.policy.hf import load_policy, read_agent_config
@@ -56,7 +61,7 @@ def test_sft_lowers_the_loss_and_saves_a_self_describing_checkpoint(tmp_path):
     assert [point["epoch"] for point in check["curve"]] == [0, 1, 2] and check["sft/copy_ids"] > 16
     assert 0 <= check["sft/copy_id_acc"] <= check["sft/copy_token_acc"] <= 1
     assert 0 < stats["label_tokens"] < stats["tokens"]
-    assert read_agent_config(final) == {"prompt_style": "compact"}
+    assert read_agent_config(final) == {"prompt_style": "compact", "delexicalise": False}
     model, tokenizer = load_policy(final)
     assert tokenizer.chat_template and model.config.vocab_size == len(tokenizer)
 
@@ -81,3 +86,40 @@ def test_relabelled_sft_sees_fresh_ids_each_epoch_and_checks_copying_every_step(
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in records if "sft/copy_token_acc" in r] == [1, 2, 3, 4]
     assert records[-1]["sft/loss"] < records[0]["sft/loss"]
+
+
+def test_delexicalised_sft_records_its_view_and_evaluation_plays_it(tmp_path, monkeypatch):
+    """``env.delexicalise``: the demonstrations hold slots, each slot is one token of the built
+    tokenizer, the checkpoint records the view, and an evaluation of it (which does not say
+    ``env.delexicalise``) plays its episodes through the same view."""
+    config = load_config(SFTConfig, [
+        *SMALL_ENV_OVERRIDES, f"run_dir={tmp_path / 'sft'}", "data.demos_per_task=1", "trainer.epochs=1",
+        "trainer.batch_size=4", "trainer.micro_batch_size=2", "progress=false", "env.delexicalise=true",
+        "data.tokenizer_split=id", "data.copy_check_tasks=4",
+    ], defaults="sft.yaml")
+    final = train_sft(config)
+    assert read_agent_config(final)["delexicalise"] is True
+    stats = json.loads((tmp_path / "sft" / "sft_stats.json").read_text())
+    assert stats["copy_check"]["sft/copy_ids"] >= 4  # the copied values are slots now
+    _, tokenizer = load_policy(final)
+    assert all(len(tokenizer.encode(slot, add_special_tokens=False)) == 1 for slot in ("<U1>", "<R16>", "<F48>"))
+    assert resolve_delexicalise(EnvConfig(), final) is True  # unset: the checkpoint's own
+    with pytest.raises(ConfigError, match="env.delexicalise=false is invalid"):
+        resolve_delexicalise(EnvConfig(delexicalise=False), final)
+
+    from agentgrpo.envs.delex import DelexEnv
+    from agentgrpo.eval import runner
+
+    made = []
+
+    def recording_make_env(*args, **kwargs):  # the real make_env; remembers what it built
+        made.append(runner_make_env(*args, **kwargs))
+        return made[-1]
+
+    runner_make_env = runner.make_env
+    monkeypatch.setattr(runner, "make_env", recording_make_env)
+    eval_config = load_config(EvalConfig, [*SMALL_ENV_OVERRIDES, f"policy={final}", "trials=1",
+                                           "splits=[covered_seen]", f"out_dir={tmp_path / 'eval'}",
+                                           "progress=false", "rollout.max_turns=4"], defaults="eval.yaml")
+    evaluate(eval_config)
+    assert len(made) == 4 and all(isinstance(env, DelexEnv) for env in made)

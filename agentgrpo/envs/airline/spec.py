@@ -15,9 +15,21 @@ from agentgrpo.envs.airline.core.tau_bench import check_tau_bench_dir
 from agentgrpo.envs.airline.simulation.oracle import OracleAgent
 from agentgrpo.envs.airline.simulation.plans import oracle_agent
 from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.delex import IdKind
 from agentgrpo.envs.registry import EnvBundle
 from agentgrpo.envs.types import Task
 from agentgrpo.envs.user_sim import ChatClient
+
+
+AIRLINE_ID_KINDS: tuple[IdKind, ...] = (
+    IdKind("F", r"HAT\d{3}", 48),                               # flight numbers, before reservation codes
+    IdKind("U", r"[a-z]+(?:_[a-z]+)*_\d{4}", 4),                 # sara_lee_2916
+    IdKind("P", r"(?:credit_card|gift_card|certificate|paypal)_\d{5,}", 12),
+    IdKind("R", r"[A-Z0-9]{6}", 16),                            # 4WQ150, VAAOXJ, and τ-bench's 429815
+)
+"""What ``env.delexicalise`` replaces by slots in the airline: flight numbers, user ids, payment
+methods and reservation codes (τ-bench's shapes and the generator's). Slots per episode: a
+profile holds a few reservations and payment methods; searches list up to a few dozen flights."""
 
 
 class AirlineDomainSpec:
@@ -25,6 +37,7 @@ class AirlineDomainSpec:
 
     name = "airline"
     tool_names: frozenset[str] = AirlineDomain.tool_names
+    id_kinds: tuple[IdKind, ...] = AIRLINE_ID_KINDS
 
     def check_config(self, config: EnvConfig) -> None:
         factory.check_config(config)

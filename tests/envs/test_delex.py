@@ -1,0 +1,153 @@
+"""Delexicalisation: ids as slots for the policy, real ids for the environment."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from agentgrpo.config import ConfigError
+from agentgrpo.envs.airline.spec import AIRLINE_ID_KINDS
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.delex import Delexicaliser, DelexEnv, IdKind, delexicalise_messages, slot_tokens
+from agentgrpo.envs.registry import build_training_worlds, id_kinds, make_env
+from agentgrpo.envs.types import Action
+from agentgrpo.train.sft import collect_demonstrations
+
+
+def test_slots_by_first_appearance_and_kind():
+    names = Delexicaliser(AIRLINE_ID_KINDS)
+    text = names.delex("I am sara_lee_2916; cancel K95J5W, not 4WQ150, and HAT019 then K95J5W again.")
+    assert text == "I am <U1>; cancel <R1>, not <R2>, and <F1> then <R1> again."
+    # a later text continues the numbering and reuses known ids
+    assert names.delex('{"reservations": ["4WQ150", "VAAOXJ"], "pay": "gift_card_2194623"}') == \
+        '{"reservations": ["<R2>", "<R3>"], "pay": "<P1>"}'
+    assert names.relex("<R3> for <U1> with <P1>") == "VAAOXJ for sara_lee_2916 with gift_card_2194623"
+
+
+def test_what_is_not_an_id():
+    names = Delexicaliser(AIRLINE_ID_KINDS)
+    kept = ("a 12345 zip; mei.moore5193@example.com; 2024-05-17; ORD to LGA; ###STOP###; "
+            "HAT0190; xK95J5W; get_user_details; basic_economy; $346")
+    assert names.delex(kept) == kept
+    assert names.slot_of == {}
+
+
+def test_relex_keeps_unknown_slots_and_literals():
+    names = Delexicaliser(AIRLINE_ID_KINDS)
+    names.delex("K95J5W")
+    assert names.relex("<R1> <R2> <Z1> K95J5W") == "K95J5W <R2> <Z1> K95J5W"
+    action = names.relex_action(Action("update_reservation_baggages",
+                                       {"reservation_id": "<R1>", "nested": [{"id": "<R1>"}], "total_baggages": 2}))
+    assert action.kwargs == {"reservation_id": "K95J5W", "nested": [{"id": "K95J5W"}], "total_baggages": 2}
+    assert names.relex_action(Action.respond("<R1> is cancelled")).content == "K95J5W is cancelled"
+
+
+def test_out_of_slots_stays_literal():
+    names = Delexicaliser([IdKind("R", r"[A-Z]{2}\d", 2)])
+    assert names.delex("AB1 CD2 EF3 AB1") == "<R1> <R2> EF3 <R1>"
+    assert slot_tokens([IdKind("R", "x", 2), IdKind("U", "y", 1)]) == ["<R1>", "<R2>", "<U1>"]
+
+
+@pytest.mark.parametrize("bad", [dict(tag="RR", pattern="x", slots=1), dict(tag="R", pattern="x", slots=0)])
+def test_bad_kinds_fail_fast(bad):
+    with pytest.raises(ValueError, match="IdKind"):
+        IdKind(**bad)
+
+
+def test_messages_keep_protocol_fields_and_system_prompt():
+    messages = [
+        {"role": "system", "content": "policy mentions HAT001"},
+        {"role": "user", "content": "my id is sara_lee_2916"},
+        {"role": "assistant", "content": "looking", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_user_details", "arguments": '{"user_id": "sara_lee_2916"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "name": "get_user_details", "content": '{"r": ["K95J5W"]}'},
+    ]
+    out = delexicalise_messages(messages, AIRLINE_ID_KINDS)
+    assert out[0] == messages[0]
+    assert out[2]["tool_calls"][0]["function"]["arguments"] == '{"user_id": "<U1>"}'
+    assert out[2]["tool_calls"][0]["id"] == "call_1"
+    assert out[3]["content"] == '{"r": ["<R1>"]}'
+    assert messages[1]["content"] == "my id is sara_lee_2916"  # the input is not changed
+
+
+def test_tau_bench_ids_are_all_recognised(tau_bench_dir):
+    """Every user, reservation, payment and flight id in τ-bench's data gets its own kind."""
+    users = json.loads((tau_bench_dir / "users.json").read_text())
+    reservations = json.loads((tau_bench_dir / "reservations.json").read_text())
+    flights = json.loads((tau_bench_dir / "flights.json").read_text())
+    samples = {"U": list(users), "R": list(reservations), "F": list(flights),
+               "P": [pid for user in users.values() for pid in user["payment_methods"]]}
+    kinds = [IdKind(k.tag, k.pattern, 10**6) for k in AIRLINE_ID_KINDS]  # room for every id
+    for tag, ids in samples.items():
+        names = Delexicaliser(kinds)
+        out = names.delex(" ".join(ids)).split()
+        assert all(re.fullmatch(rf"<{tag}\d+>", slot) for slot in out), (tag, [i for i, s in zip(ids, out)
+                                                                              if not s.startswith(f"<{tag}")][:5])
+        assert len(set(out)) == len(set(ids))
+
+
+@pytest.fixture(scope="module")
+def delex_demos():
+    config = EnvConfig(train_worlds=2, delexicalise=True)
+    worlds = build_training_worlds(config)
+    return config, worlds, collect_demonstrations(worlds, config, ["covered_seen", "uncovered_seen"], 1, 0)
+
+
+def test_oracle_demonstrations_carry_no_ids(delex_demos):
+    config, worlds, demos = delex_demos
+    assert len(demos) > 40
+    ids = {i for world in worlds for i in _world_ids(world.domain)}
+    for demo in demos:
+        text = json.dumps(demo.messages[1:])
+        assert not [i for i in ids if re.search(rf"(?<![A-Za-z0-9_]){re.escape(i)}(?![A-Za-z0-9_])", text)]
+        assert "<U1>" in text
+
+
+def test_replaying_a_delexicalised_demonstration_solves_the_task(delex_demos):
+    """The policy's view is consistent: the demonstration's calls, slots and all, played through
+    ``DelexEnv`` see exactly the demonstration's observations and earn its reward."""
+    config, worlds, demos = delex_demos
+    world_of = {task.task_id: world for world in worlds for task in world.tasks()}
+    replayed = 0
+    for demo in demos[:: max(1, len(demos) // 12)]:
+        world = world_of[demo.task_id]
+        env = make_env(world, world.task_by_id(demo.task_id), config, user_seed=demo.user_seed)
+        assert isinstance(env, DelexEnv)
+        messages = demo.messages
+        assert env.reset() == messages[1]["content"]
+        for i, message in enumerate(messages):
+            if message["role"] != "assistant":
+                continue
+            calls = message.get("tool_calls")
+            action = (Action(calls[0]["function"]["name"], json.loads(calls[0]["function"]["arguments"]))
+                      if calls else Action.respond(message["content"]))
+            result = env.step(action)
+            if result.done:
+                break
+            assert result.observation == messages[i + 1]["content"], demo.task_id
+        assert env.reward == 1.0, demo.task_id
+        replayed += 1
+    assert replayed >= 10
+
+
+def test_make_env_follows_the_config_and_the_override():
+    config = EnvConfig()
+    bundle = build_training_worlds(config)[0]
+    task = bundle.tasks()[0]
+    assert not isinstance(make_env(bundle, task, config, user_seed=0), DelexEnv)
+    assert isinstance(make_env(bundle, task, config, user_seed=0, delexicalise=True), DelexEnv)
+    on = EnvConfig(delexicalise=True)
+    assert not isinstance(make_env(bundle, task, on, user_seed=0, delexicalise=False), DelexEnv)
+    assert len(id_kinds(on)) == 4
+    with pytest.raises(ConfigError, match="env.delexicalise"):
+        id_kinds(EnvConfig(domain="toy"))
+
+
+def _world_ids(domain) -> set[str]:
+    data = domain.new_state().materialize()
+    found = set(data["users"]) | set(data["reservations"]) | set(data["flights"])
+    for user in data["users"].values():
+        found |= set(user["payment_methods"])
+    return found
