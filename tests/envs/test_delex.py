@@ -9,7 +9,7 @@ import pytest
 from agentgrpo.config import ConfigError
 from agentgrpo.envs.airline.spec import AIRLINE_ID_KINDS
 from agentgrpo.envs.config import EnvConfig
-from agentgrpo.envs.delex import Delexicaliser, DelexEnv, IdKind, delexicalise_messages, slot_tokens
+from agentgrpo.envs.delex import DelexEnv, Delexicaliser, IdKind, delexicalise_messages, slot_tokens
 from agentgrpo.envs.registry import build_training_worlds, id_kinds, make_env
 from agentgrpo.envs.types import Action
 from agentgrpo.train.sft import collect_demonstrations

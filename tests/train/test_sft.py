@@ -4,17 +4,15 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import SMALL_ENV_OVERRIDES, small_env_config
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.config import ConfigError, load_config
-from agentgrpo.envs.config import EnvConfig
-from agentgrpo.eval.evaluator import EvalConfig, evaluate
-from agentgrpo.policy.hf import resolve_delexicalise
 from agentgrpo.envs.airline.factory import build_env
+from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import build_training_worlds
-from agentgrpo.policy.hf import load_policy, read_agent_config
+from agentgrpo.eval.evaluator import EvalConfig, evaluate
+from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
 from agentgrpo.tracking import read_metrics
 from agentgrpo.train.sft import SFTConfig, collect_demonstrations, policy_view, relabelled_examples, train_sft
 

@@ -20,7 +20,6 @@ from agentgrpo.envs.registry import EnvBundle
 from agentgrpo.envs.types import Task
 from agentgrpo.envs.user_sim import ChatClient
 
-
 AIRLINE_ID_KINDS: tuple[IdKind, ...] = (
     IdKind("F", r"HAT\d{3}", 48),                               # flight numbers, before reservation codes
     IdKind("U", r"[a-z]+(?:_[a-z]+)*_\d{4}", 4),                 # sara_lee_2916
