@@ -14,6 +14,8 @@ from agentgrpo.envs.registry import build_training_worlds
 from agentgrpo.eval.evaluator import EvalConfig, evaluate
 from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
 from agentgrpo.tracking import read_metrics
+from agentgrpo.train.grpo import GRPOTrainer
+from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.sft import SFTConfig, collect_demonstrations, policy_view, relabelled_examples, train_sft
 
 
@@ -104,6 +106,10 @@ def test_delexicalised_sft_records_its_view_and_evaluation_plays_it(tmp_path, mo
     assert resolve_delexicalise(EnvConfig(), final) is True  # unset: the checkpoint's own
     with pytest.raises(ConfigError, match="env.delexicalise=false is invalid"):
         resolve_delexicalise(EnvConfig(delexicalise=False), final)
+    # GRPO from the checkpoint takes its view too (and records it in its config)
+    grpo = GRPOTrainer(load_config(GRPOConfig, [*SMALL_ENV_OVERRIDES, f"policy.init={final}",
+                                                f"run_dir={tmp_path / 'grpo'}"], defaults="grpo.yaml"))
+    assert grpo.config.env.delexicalise is True
 
     from agentgrpo.envs.delex import DelexEnv
     from agentgrpo.eval import runner
