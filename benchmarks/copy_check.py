@@ -47,6 +47,7 @@ def main() -> None:
     config = load_config(SFTConfig, [f"data.copy_check_tasks={args.tasks}", "run_dir=runs/bench/copy_check"],
                          defaults="sft.yaml")
     bundle = build_env(config.env)
+    requested = config.env.delexicalise  # each policy's own view when unset
     print("| policy | ids | token acc | id acc | first-token acc | continuation acc | seconds |")
     print("|---|---|---|---|---|---|---|")
     scores = {}
@@ -60,8 +61,7 @@ def main() -> None:
             raise SystemExit(f"{source}: {e}") from None
         style = "compact" if preset is not None else read_agent_config(source)["prompt_style"]
         chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style=style)
-        config.env.delexicalise = None
-        config.env.delexicalise = resolve_delexicalise(config.env, source)  # the probes in the policy's view
+        config.env.delexicalise = resolve_delexicalise(requested, source)  # the probes in the policy's view
         probes, skipped = copy_probes(config, bundle, chat)
         if skipped:
             raise SystemExit(f"copy check unavailable: {skipped}")

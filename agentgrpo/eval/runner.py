@@ -244,7 +244,7 @@ def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[
                       prompt_style=read_agent_config(config.policy.init)["prompt_style"])
     engine = RolloutEngine(model, chat, config.rollout)
     user_client = llm_user_client(config.env.user)
-    delexicalise = resolve_delexicalise(config.env, config.policy.init)
+    delexicalise = resolve_delexicalise(config.env.delexicalise, config.policy.init)
     for start in range(0, len(jobs), config.max_batch):
         chunk = jobs[start : start + config.max_batch]
         specs = [EpisodeSpec(make_env(job.bundle, job.task, config.env, job.user_seed,

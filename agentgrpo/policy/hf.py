@@ -33,7 +33,6 @@ from transformers import (
 
 from agentgrpo.agent.chat import ChatFormat, Message
 from agentgrpo.config import AgentGRPOError, ConfigError, DataError, MissingFileError
-from agentgrpo.envs.config import EnvConfig
 from agentgrpo.policy.device import enable_gradient_checkpointing, place, resolve_device
 from agentgrpo.policy.gguf import find_smollm2_gguf, load_gguf
 from agentgrpo.policy.hub import resolve_source
@@ -210,21 +209,22 @@ def read_agent_config(source: str | Path) -> dict[str, Any]:
     return config
 
 
-def resolve_delexicalise(env: EnvConfig, source: str | Path) -> bool:
-    """Whether the policy from ``source`` reads a delexicalised world: ``env.delexicalise``, or
-    the checkpoint's own choice (its ``agentgrpo.json``) when that is None; off for a built
-    preset or a model that records none. A ConfigError naming ``env.delexicalise`` when the
-    config contradicts the checkpoint: its tokens mean ids in one view and not the other."""
+def resolve_delexicalise(requested: bool | None, source: str | Path) -> bool:
+    """Whether the policy from ``source`` reads a delexicalised world: ``requested`` (the
+    config's ``env.delexicalise``), or the checkpoint's own choice (its ``agentgrpo.json``) when
+    that is None; off for a built preset or a model that records none. A ConfigError naming
+    ``env.delexicalise`` when the config contradicts the checkpoint: its tokens mean ids in one
+    view and not the other."""
     preset = PRESETS.get(str(source))
     recorded = None if preset is not None and preset.kind == "built" else \
         read_agent_config(source).get("delexicalise")
-    if env.delexicalise is None:
+    if requested is None:
         return bool(recorded)
-    if recorded is not None and bool(recorded) != env.delexicalise:
-        raise ConfigError(f"env.delexicalise={str(env.delexicalise).lower()} is invalid: the policy {source} "
+    if recorded is not None and bool(recorded) != requested:
+        raise ConfigError(f"env.delexicalise={str(requested).lower()} is invalid: the policy {source} "
                           f"was trained with delexicalise={str(bool(recorded)).lower()}; leave env.delexicalise "
                           "unset to use the checkpoint's")
-    return env.delexicalise
+    return requested
 
 
 def save_policy(model: Any, tokenizer: Any, out_dir: str | Path,

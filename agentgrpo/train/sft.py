@@ -312,7 +312,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     (run_dir / "config.yaml").write_text(to_yaml(config))
     torch.manual_seed(config.seed)
     agent_config = {"prompt_style": resolve_prompt_style(config),
-                    "delexicalise": resolve_delexicalise(config.env, config.policy.init)}
+                    "delexicalise": resolve_delexicalise(config.env.delexicalise, config.policy.init)}
     config.env.delexicalise = agent_config["delexicalise"]
     bundle = build_env(config.env)
     worlds = build_training_worlds(config.env, training=bundle)

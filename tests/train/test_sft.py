@@ -9,7 +9,6 @@ from helpers import SMALL_ENV_OVERRIDES, small_env_config
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.config import ConfigError, load_config
 from agentgrpo.envs.airline.factory import build_env
-from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import build_training_worlds
 from agentgrpo.eval.evaluator import EvalConfig, evaluate
 from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
@@ -103,9 +102,9 @@ def test_delexicalised_sft_records_its_view_and_evaluation_plays_it(tmp_path, mo
     assert stats["copy_check"]["sft/copy_ids"] >= 4  # the copied values are slots now
     _, tokenizer = load_policy(final)
     assert all(len(tokenizer.encode(slot, add_special_tokens=False)) == 1 for slot in ("<U1>", "<R16>", "<F48>"))
-    assert resolve_delexicalise(EnvConfig(), final) is True  # unset: the checkpoint's own
+    assert resolve_delexicalise(None, final) is True  # unset: the checkpoint's own
     with pytest.raises(ConfigError, match="env.delexicalise=false is invalid"):
-        resolve_delexicalise(EnvConfig(delexicalise=False), final)
+        resolve_delexicalise(False, final)
     # GRPO from the checkpoint takes its view too (and records it in its config)
     grpo = GRPOTrainer(load_config(GRPOConfig, [*SMALL_ENV_OVERRIDES, f"policy.init={final}",
                                                 f"run_dir={tmp_path / 'grpo'}"], defaults="grpo.yaml"))
