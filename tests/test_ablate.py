@@ -87,17 +87,39 @@ def test_presets_resolve_and_bad_choices_fail_naming_them(tmp_path):
         make_plan(tmp_path, "cpu", settings=["hot"])
 
 
-def test_a_setting_can_run_a_subset_of_the_experiments(tmp_path):
+def test_a_setting_can_run_a_subset_of_the_experiments_and_seeds(tmp_path):
     plan = make_plan(tmp_path, "cpu")
-    assert plan.settings["stress"] == ["trainer.lr=5.0e-4"]
-    assert plan.experiments_of("stress") == ["vanilla", "llds"]
+    assert plan.settings["stress"] == ["trainer.lr=5.0e-4", "trainer.lld_diagnostic=true"]
+    assert plan.experiments_of("stress") == ["vanilla", "joint", "llds", "joint_llds"]  # the grid's order
     assert plan.experiments_of("base") == plan.experiments
+    assert plan.seeds_of("stress") == [0] and plan.seeds_of("base") == [0, 1, 2]
     names = [job.name for job in plan_jobs(plan) if job.name.startswith("stress/") and not job.name.endswith("/eval")]
-    assert len(names) == 2 * 3 and "stress/seed0/lata" not in names
+    assert sorted(names) == sorted(f"stress/seed0/{e}" for e in ("vanilla", "llds", "joint", "joint_llds"))
     narrowed = make_plan(tmp_path, "cpu", experiments=["lata", "llds"])  # the command line narrows further
     assert narrowed.experiments_of("stress") == ["llds"] and narrowed.experiments_of("base") == ["lata", "llds"]
+    # --seeds without the setting's own: the setting keeps the grid's first seed
+    assert make_plan(tmp_path, "cpu", seeds=[1, 2]).seeds_of("stress") == [1]
     with pytest.raises(ConfigError, match="settings.stress.experiments"):
         AblationPlan(tmp_path, settings={"stress": []}, setting_experiments={"stress": ["bogus"]})
+    with pytest.raises(ConfigError, match="settings.stress.seeds"):
+        AblationPlan(tmp_path, seeds=[0, 1], settings={"stress": []}, setting_seeds={"stress": [5]})
+
+
+def test_a_shared_sft_is_trained_once_and_starts_every_seed(tmp_path):
+    plan = make_plan(tmp_path, "cpu")
+    assert plan.shared_sft and plan.sft_seeds == [0]
+    jobs = {job.name: job for job in plan_jobs(plan)}
+    assert {n for n in jobs if n.startswith("sft/")} == {"sft/seed0", "sft/seed0/eval"}
+    for seed in (0, 1, 2):
+        assert jobs[f"base/seed{seed}/joint"].needs == ["sft/seed0"]
+        assert f"policy.init={tmp_path / 'sft' / 'seed0' / 'final'}" in jobs[f"base/seed{seed}/joint"].command
+        assert plan.sft_eval_dir(seed) == tmp_path / "sft" / "seed0" / "eval"
+    assert "env.delexicalise=true" in jobs["sft/seed0"].command
+    # the held-out evaluation: 400 fresh tasks of test worlds, the same for every checkpoint
+    held_out = {"splits=[covered_seen,uncovered_seen]", "tasks_per_split=200", "trials=1"}
+    assert held_out <= set(jobs["sft/seed0/eval"].command)
+    own = make_plan(tmp_path, seeds=[0, 1])  # without the preset: one SFT per seed, as before
+    assert own.sft_seeds == [0, 1] and own.sft_dir(1) == tmp_path / "sft" / "seed1" / "final"
 
 
 def fake_eval(pass1_by_task: dict[str, float], split_of: dict[str, str], trials: int = 2, **metrics) -> dict:

@@ -19,18 +19,19 @@ def test_split_overrides():
 def test_quickstart_writes_report_and_summary(tmp_path):
     summary = run_quickstart(tmp_path, "joint", [
         *SMALL_ENV_OVERRIDES,
-        "sft.data.demos_per_task=1", "sft.trainer.epochs=1", "sft.progress=false",
+        "sft.env.train_worlds=2", "sft.trainer.epochs=1", "sft.progress=false", "grpo.env.train_worlds=2",
         "grpo.trainer.steps=1", "grpo.trainer.tasks_per_step=2", "grpo.trainer.group_size=2",
         "grpo.trainer.mini_batch_size=2", "grpo.trainer.micro_batch_size=2", "grpo.logging.progress=false",
         "grpo.rollout.max_turns=2", "grpo.rollout.max_new_tokens=8",
-        "eval.trials=1", "eval.rollout.max_turns=2", "eval.rollout.max_new_tokens=8",
+        "grpo.trainer.task_sampler=uniform", "grpo.trainer.dynamic_sampling=false",
+        "eval.tasks_per_split=6", "eval.rollout.max_turns=2", "eval.rollout.max_new_tokens=8",
     ])
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["checkpoints"] == summary["checkpoints"]
     assert saved["wall_seconds"] > 0
     for name in ("sft", "grpo"):
         m = saved["checkpoints"][name]
-        assert set(m["pass^1"]) == {"covered_seen", "uncovered_seen", "unseen", "train"}
+        assert set(m["pass^1"]) == {"covered_seen", "uncovered_seen", "train"}  # held-out worlds' tasks
         assert set(m) == {"pass^1", "generalization", "write_pass^1", "do_nothing_floor", "error_rate",
                           "reasoning_depth_p50", "aborted", "ci"}
         assert m["aborted"] == 0
@@ -38,8 +39,8 @@ def test_quickstart_writes_report_and_summary(tmp_path):
         assert m["ci"]["pass^1"]["low"] <= m["ci"]["pass^1"]["value"] <= m["ci"]["pass^1"]["high"]
     assert saved["checkpoints"]["sft"]["do_nothing_floor"] == saved["checkpoints"]["grpo"]["do_nothing_floor"]
     paired = saved["paired_grpo_minus_sft"]
-    assert paired["tasks"] == 12 and paired["trials"] == 1
-    assert {"overall", "split/train", "generalization"} <= set(paired["difference"])
+    assert paired["tasks"] == 12 and paired["trials"] == 1  # 6 per split
+    assert {"overall", "split/train", "write"} <= set(paired["difference"])
     overall = paired["difference"]["overall"]
     grpo, sft = (json.loads((tmp_path / f"eval_{n}" / "eval.json").read_text())["metrics"] for n in ("grpo", "sft"))
     assert overall["value"] == pytest.approx(grpo["pass^k"]["1"] - sft["pass^k"]["1"])
@@ -47,6 +48,9 @@ def test_quickstart_writes_report_and_summary(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "| Overall pass^1 |" in report and "training_curves.png" in report
     assert "Δ vs SFT (paired, 95% CI)" in report and "| Do-nothing floor |" in report
-    assert "GRPO − SFT, paired over the same 12 tasks × 1 trial(s)" in report
+    assert "GRPO − SFT, paired over the same 12 tasks × 1 trial(s)" in report and "write-task pass^1" in report
+    assert "6 fresh tasks per split (covered_seen, uncovered_seen) of held-out test worlds" in report
+    sft_agent = json.loads((tmp_path / "sft" / "final" / "agentgrpo.json").read_text())
+    assert sft_agent["delexicalise"] is True  # the quickstart's policy reads ids as slots
     assert (tmp_path / "training_curves.png").stat().st_size > 10_000
     assert (tmp_path / "eval_grpo" / "transcripts.jsonl").is_file()

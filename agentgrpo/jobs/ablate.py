@@ -60,6 +60,11 @@ class AblationPlan:
     parallel: int = 1
     sft: Path | None = None
     """One SFT checkpoint for every seed (else one is trained per seed)."""
+    shared_sft: bool = False
+    """Train one SFT checkpoint (with the first seed) and start every seed's runs from it: the
+    seeds then vary GRPO alone (its sampling and updates), and the SFT cost is paid once."""
+    setting_seeds: dict[str, list[int]] = field(default_factory=dict)
+    """Setting name → the seeds it runs, when not all of ``seeds`` (a subset of them)."""
     primary: str | None = None
     """The pre-registered primary comparison: this experiment vs SFT (pass^1 on the evaluation
     tasks), reported with its own 95% interval; every other experiment's comparison with SFT is
@@ -79,6 +84,10 @@ class AblationPlan:
         if self.primary is not None and self.primary not in self.experiments:
             raise ConfigError(f"primary={self.primary!r} is invalid: must be one of the grid's experiments "
                               f"{self.experiments}")
+        for setting, chosen in self.setting_seeds.items():
+            if not chosen or not set(chosen) <= set(self.seeds):
+                raise ConfigError(f"settings.{setting}.seeds={chosen} is invalid: a non-empty subset of the grid's "
+                                  f"seeds {self.seeds}")
         for setting, chosen in self.setting_experiments.items():
             unknown = set(chosen) - set(available_experiments())
             if unknown or not chosen:
@@ -90,12 +99,28 @@ class AblationPlan:
         chosen = self.setting_experiments.get(setting)
         return [e for e in self.experiments if chosen is None or e in chosen]
 
+    def seeds_of(self, setting: str) -> list[int]:
+        """The seeds ``setting`` runs, in the grid's order."""
+        chosen = self.setting_seeds.get(setting)
+        return [s for s in self.seeds if chosen is None or s in chosen]
+
+    @property
+    def sft_seeds(self) -> list[int]:
+        """The seeds an SFT checkpoint is trained for (none with ``--sft``)."""
+        if self.sft is not None:
+            return []
+        return self.seeds[:1] if self.shared_sft else list(self.seeds)
+
     # -- where things go ---------------------------------------------------------------------
     def sft_dir(self, seed: int) -> Path:
-        return self.sft if self.sft is not None else self.out / "sft" / f"seed{seed}" / "final"
+        if self.sft is not None:
+            return self.sft
+        return self.out / "sft" / f"seed{self.seeds[0] if self.shared_sft else seed}" / "final"
 
     def sft_eval_dir(self, seed: int) -> Path:
-        return self.out / "sft" / ("eval" if self.sft is not None else f"seed{seed}/eval")
+        if self.sft is not None:
+            return self.out / "sft" / "eval"
+        return self.sft_dir(seed).parent / "eval"
 
     def run_dir(self, setting: str, seed: int, experiment: str) -> Path:
         return self.out / setting / f"seed{seed}" / experiment
@@ -106,7 +131,7 @@ def load_preset(name: str) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"--preset {name!r} is unknown; choose one of {available_presets()}")
     data = yaml.safe_load(path.read_text()) or {}
-    known = {"seeds", "experiments", "settings", "parallel", "primary", *STAGES}
+    known = {"seeds", "experiments", "settings", "parallel", "primary", "shared_sft", *STAGES}
     extra = set(data) - known
     if extra:
         raise ConfigError(f"preset {name}: unknown key(s) {sorted(extra)}; valid keys: {sorted(known)}")
@@ -122,15 +147,18 @@ def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None
     stage = split_overrides(list(overrides or []), STAGES)
     all_settings: dict[str, list[str]] = {}
     setting_experiments: dict[str, list[str]] = {}
+    setting_seeds: dict[str, list[int]] = {}
     for name, spec in (data.get("settings") or {"base": []}).items():
-        if isinstance(spec, dict):  # {overrides: [...], experiments: [...]}
-            extra = set(spec) - {"overrides", "experiments"}
+        if isinstance(spec, dict):  # {overrides: [...], experiments: [...], seeds: [...]}
+            extra = set(spec) - {"overrides", "experiments", "seeds"}
             if extra:
                 raise ConfigError(f"preset {preset}: settings.{name} has unknown key(s) {sorted(extra)}; "
-                                  "valid keys: ['experiments', 'overrides']")
+                                  "valid keys: ['experiments', 'overrides', 'seeds']")
             all_settings[name] = list(spec.get("overrides") or [])
             if spec.get("experiments"):
                 setting_experiments[name] = list(spec["experiments"])
+            if spec.get("seeds") is not None:
+                setting_seeds[name] = [int(s) for s in spec["seeds"]]
         else:
             all_settings[name] = list(spec or [])
     if settings:
@@ -138,12 +166,17 @@ def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None
         if missing:
             raise ConfigError(f"--settings {missing} unknown; this grid has {sorted(all_settings)}")
         all_settings = {s: all_settings[s] for s in settings}
+    grid_seeds = list(seeds if seeds is not None else data.get("seeds", [0]))
     return AblationPlan(
         out=Path(out),
-        seeds=list(seeds if seeds is not None else data.get("seeds", [0])),
+        seeds=grid_seeds,
         experiments=list(experiments or data.get("experiments") or available_experiments()),
         settings=all_settings,
         setting_experiments={s: e for s, e in setting_experiments.items() if s in all_settings},
+        # a setting's seeds within the grid's (the command line's --seeds may narrow the grid)
+        setting_seeds={s: [x for x in chosen if x in grid_seeds] or grid_seeds[:1]
+                       for s, chosen in setting_seeds.items() if s in all_settings},
+        shared_sft=bool(data.get("shared_sft", False)),
         overrides={s: [*(data.get(s) or []), *stage[s]] for s in STAGES},
         parallel=int(parallel if parallel is not None else data.get("parallel", 1)),
         sft=Path(sft) if sft else None,
@@ -157,22 +190,21 @@ def plan_jobs(plan: AblationPlan) -> list[Job]:
     """Every job of the grid, with its dependencies (finished ones included: they are skipped)."""
     jobs: list[Job] = []
     evaluate = plan.overrides["eval"]
-    sft_needs: dict[int, list[str]] = {}
-    for seed in plan.seeds:
-        if plan.sft is None:
-            job = sft_job(plan.out, seed, plan.overrides["sft"])
-            jobs.append(job)
-            sft_needs[seed] = [job.name]
-            jobs.append(eval_job(plan.sft_dir(seed), plan.sft_eval_dir(seed), f"sft/seed{seed}/eval", evaluate,
-                                 [job.name]))
-        else:
-            sft_needs[seed] = []
+    trained: dict[int, str] = {}
+    for seed in plan.sft_seeds:
+        job = sft_job(plan.out, seed, plan.overrides["sft"])
+        jobs.append(job)
+        trained[seed] = job.name
+        jobs.append(eval_job(plan.sft_dir(seed), plan.sft_eval_dir(seed), f"sft/seed{seed}/eval", evaluate,
+                             [job.name]))
+    # a seed's runs wait for its own SFT job, or the shared one (the first seed's)
+    sft_needs = {seed: [trained.get(seed, trained[plan.seeds[0]])] if trained else [] for seed in plan.seeds}
     if plan.sft is not None:
         jobs.append(eval_job(plan.sft, plan.sft_eval_dir(0), "sft/eval", evaluate, []))
     # experiments outermost: with a few jobs at a time every variant gets its first seed early
     for setting, extra in plan.settings.items():
         for experiment in plan.experiments_of(setting):
-            for seed in plan.seeds:
+            for seed in plan.seeds_of(setting):
                 run_dir = plan.run_dir(setting, seed, experiment)
                 name = f"{setting}/seed{seed}/{experiment}"
                 jobs.append(grpo_job(run_dir, name, experiment, seed, plan.sft_dir(seed),
@@ -220,15 +252,16 @@ def summarize_setting(plan: AblationPlan, setting: str) -> dict[str, Any]:
     """Per experiment: metrics per seed, their mean ± t-interval, paired deltas, diagnose findings."""
     from agentgrpo.diagnose import diagnose
 
-    sft_evals = {seed: _maybe_eval(plan.sft_eval_dir(seed)) for seed in plan.seeds}
+    seeds = plan.seeds_of(setting)
+    sft_evals = {seed: _maybe_eval(plan.sft_eval_dir(seed)) for seed in seeds}
     rows: dict[str, Any] = {"SFT": _row({s: e for s, e in sft_evals.items() if e})}
     evals: dict[str, dict[int, dict[str, Any]]] = {}
     for experiment in plan.experiments_of(setting):
-        per_seed = {seed: _maybe_eval(plan.run_dir(setting, seed, experiment) / "eval") for seed in plan.seeds}
+        per_seed = {seed: _maybe_eval(plan.run_dir(setting, seed, experiment) / "eval") for seed in seeds}
         evals[experiment] = {s: e for s, e in per_seed.items() if e}
         row = _row(evals[experiment])
         findings = {}
-        for seed in plan.seeds:
+        for seed in seeds:
             run_dir = plan.run_dir(setting, seed, experiment)
             if (run_dir / "metrics.jsonl").is_file():
                 try:
@@ -244,7 +277,7 @@ def summarize_setting(plan: AblationPlan, setting: str) -> dict[str, Any]:
         if BASELINE in evals and experiment != BASELINE:
             rows[experiment]["vs_vanilla"] = _pooled_delta(by_seed, evals[BASELINE])
     _adjust_secondary(rows, plan.primary)
-    return {"setting": setting, "seeds": plan.seeds, "overrides": plan.settings[setting], "rows": rows,
+    return {"setting": setting, "seeds": seeds, "overrides": plan.settings[setting], "rows": rows,
             "primary": plan.primary}
 
 
@@ -329,7 +362,7 @@ def write_report(plan: AblationPlan, setting: str) -> dict[str, Any]:
     out = plan.out / setting
     out.mkdir(parents=True, exist_ok=True)
     plot_bars(summary, out / "comparison.png")
-    runs = {e: [plan.run_dir(setting, s, e) / "metrics.jsonl" for s in plan.seeds]
+    runs = {e: [plan.run_dir(setting, s, e) / "metrics.jsonl" for s in plan.seeds_of(setting)]
             for e in plan.experiments_of(setting)}
     has_val = plot_progression(runs, out / "progression.png")
     (out / "ablation.md").write_text(ablation_markdown(summary, has_progression=has_val))

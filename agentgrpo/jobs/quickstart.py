@@ -1,8 +1,9 @@
 """``agentgrpo quickstart``: the whole pipeline on the embedded default, CPU only, offline.
 
-generate the world and tasks → train the domain tokenizer and build the tiny model →
-SFT on the oracle's transcripts → GRPO with the ``joint`` variant → evaluate the SFT and
-GRPO checkpoints on every split (the same tasks, trials and user seeds) → ``report.md``
+generate training worlds and tasks → train the domain tokenizer and build the tiny model →
+SFT on the oracle's transcripts of 8 worlds, ids delexicalised → GRPO with the ``joint``
+variant on fresh tasks of those worlds → evaluate the SFT and GRPO checkpoints on fresh
+tasks of held-out worlds (the same tasks, trials and user seeds) → ``report.md``
 (table with 95% intervals, the paired difference GRPO − SFT with its interval, training
 curves) and ``summary.json``. Overrides without a prefix go to every stage (``seed=1``,
 ``env.seed=2``); ``sft.``, ``grpo.`` and ``eval.`` prefixes target one stage
@@ -24,19 +25,29 @@ if TYPE_CHECKING:
 STAGES = ("sft", "grpo", "eval")
 
 QUICKSTART_DEFAULTS: dict[str, list[str]] = {
-    "sft": [],
-    # grpo.yaml keeps the seed's batch shape (4 tasks x G=8) and k3 KL 0.01; the quickstart
-    # fits ~8 minutes of GRPO on 2 cores (docs/results/grpo-tuning.md; 12 steps since
-    # continuous batching made sampling 1.5-1.8x faster per token, 8 before): more tasks per step
-    # with smaller groups, no KL reference and the sampler's log-probs as old log-probs
-    # (one forward fewer each; not with LLDS, see grpo_overrides), no LLD diagnostic pass; and a std
-    # floor so groups whose rewards differ only by PRM-Lite's process score are not scaled to unit advantages.
+    # Many worlds, ids as per-episode slots: a policy that reads its world rather than memorising
+    # one (docs/results/heldout-worlds.md). 8 worlds x 1 demonstration per covered task, 3 epochs:
+    # what fits the quickstart's budget (the ablation's SFT is 12 worlds x 4 epochs).
+    "sft": [
+        "env.train_worlds=8", "env.delexicalise=true", "data.demos_per_task=1", "data.tokenizer_split=id",
+        "trainer.epochs=3",
+    ],
+    # GRPO on fresh tasks of the same training worlds, 4 tasks x G=8 through the frontier sampler,
+    # groups whose outcomes all agree replaced once (dynamic sampling); from SFT the policy moves in
+    # its first few steps (docs/results/ablation-cpu.md). For time: no KL reference and the sampler's
+    # log-probs as old log-probs (one forward fewer each; not with LLDS, see grpo_overrides), no LLD
+    # diagnostic pass, and a std floor so groups whose rewards differ only by PRM-Lite's process
+    # score are not scaled to unit advantages.
     "grpo": [
-        "trainer.steps=12", "trainer.tasks_per_step=8", "trainer.group_size=4",
-        "algo.kl_coef=0", "algo.adv_std_eps=0.1", "trainer.old_logprobs=rollout",
+        "env.train_worlds=8", "trainer.steps=6", "trainer.tasks_per_step=4", "trainer.group_size=8",
+        "trainer.mini_batch_size=16", "trainer.micro_batch_size=8", "trainer.task_sampler=frontier",
+        "trainer.dynamic_sampling=true", "trainer.max_generation_rounds=2", "trainer.lr=1.0e-4",
+        "rollout.temperature=0.7", "algo.kl_coef=0", "algo.adv_std_eps=0.1", "trainer.old_logprobs=rollout",
         "trainer.lld_diagnostic=false",
     ],
-    "eval": ["trials=2"],
+    # fresh tasks of held-out test worlds (100 covered + 100 uncovered families), greedy: nothing
+    # here was trained on, and both checkpoints play the same tasks and user seeds
+    "eval": ["splits=[covered_seen,uncovered_seen]", "tasks_per_split=100", "trials=1"],
 }
 """Stage overrides the quickstart applies before the user's own (which win)."""
 SAMPLER_OLD_LOGPROBS = "trainer.old_logprobs=rollout"
@@ -110,7 +121,8 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
         "paired_grpo_minus_sft": paired.to_dict(),
         "paths": {"sft": str(sft_final), "grpo": str(grpo_final)},
         "timings": timings,
-        "eval": {"trials": eval_config.trials, "temperature": eval_config.rollout.temperature},
+        "eval": {"trials": eval_config.trials, "temperature": eval_config.rollout.temperature,
+                 "tasks_per_split": eval_config.tasks_per_split, "splits": list(eval_config.splits)},
         "overrides": stage,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -131,7 +143,7 @@ def write_report(out: Path, experiment: str, reports: dict, summary: dict, paire
         f"# agentgrpo quickstart ({experiment})\n\n"
         f"Wall time {summary['wall_seconds'] / 60:.1f} min (SFT {t['sft_seconds']:.0f} s, "
         f"GRPO {t['grpo_seconds']:.0f} s, evaluation {t['eval_seconds']:.0f} s). "
-        f"Evaluation: {summary['eval']['trials']} trial(s) per task, temperature "
+        f"Evaluation: {_eval_tasks(summary['eval'])}, {summary['eval']['trials']} trial(s) per task, temperature "
         f"{summary['eval']['temperature']}, scripted user. GRPO overrides of `grpo.yaml`: "
         f"`{' '.join(summary['overrides']['grpo'])}`.\n\n"
         f"{table}\n"
@@ -145,11 +157,19 @@ def write_report(out: Path, experiment: str, reports: dict, summary: dict, paire
     return path
 
 
+def _eval_tasks(evaluation: dict[str, Any]) -> str:
+    """Where the evaluation's tasks come from, in words."""
+    splits = ", ".join(evaluation["splits"])
+    if evaluation.get("tasks_per_split"):
+        return f"{evaluation['tasks_per_split']} fresh tasks per split ({splits}) of held-out test worlds"
+    return f"the training world's own tasks ({splits})"
+
+
 def _verdict(paired: Comparison) -> str:
     """One sentence on GRPO − SFT: the paired intervals, and whether they exclude 0."""
     parts = []
-    for label, key in (("overall pass^1", "overall"), ("train pass^1", "split/train"),
-                       ("Generalization", "generalization")):
+    for label, key in (("overall pass^1", "overall"), ("write-task pass^1", "write"),
+                       ("train pass^1", "split/train"), ("Generalization", "generalization")):
         est = paired.estimates().get(key)
         if est is not None:
             word = "above 0" if est.low > 0 else "below 0" if est.high < 0 else "includes 0"
