@@ -23,7 +23,7 @@ def test_quickstart_writes_report_and_summary(tmp_path):
         "grpo.trainer.steps=1", "grpo.trainer.tasks_per_step=2", "grpo.trainer.group_size=2",
         "grpo.trainer.mini_batch_size=2", "grpo.trainer.micro_batch_size=2", "grpo.logging.progress=false",
         "grpo.rollout.max_turns=2", "grpo.rollout.max_new_tokens=8",
-        "grpo.trainer.task_sampler=uniform", "grpo.trainer.dynamic_sampling=false",
+        "grpo.trainer.task_sampler=uniform", "grpo.trainer.dynamic_sampling=false", "grpo.trainer.val_tasks=2",
         "eval.tasks_per_split=6", "eval.rollout.max_turns=2", "eval.rollout.max_new_tokens=8",
     ])
     saved = json.loads((tmp_path / "summary.json").read_text())
@@ -53,4 +53,6 @@ def test_quickstart_writes_report_and_summary(tmp_path):
     sft_agent = json.loads((tmp_path / "sft" / "final" / "agentgrpo.json").read_text())
     assert sft_agent["delexicalise"] is True  # the quickstart's policy reads ids as slots
     assert (tmp_path / "training_curves.png").stat().st_size > 10_000
+    curve = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in curve if "val/pass1" in r] == [0, 1]  # the learning curve starts at the SFT policy
     assert (tmp_path / "eval_grpo" / "transcripts.jsonl").is_file()

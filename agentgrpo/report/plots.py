@@ -26,6 +26,8 @@ DEFAULT_PANELS = (
     (f"{metric.ALGO_LLD_RATE}|{metric.ALGO_LLD_ACTION_RATE}", "LLD rate (after the step | within its updates)"),
 )
 """(metric, title) per panel; ``a|b`` plots ``a`` where a run logged it, else ``b``."""
+VALIDATION_PANEL = (metric.VAL_PASS1, "validation pass^1 (greedy; step 0 = the initial policy)")
+"""The learning curve of a run that validates (``trainer.val_every``)."""
 
 
 def plot_training_curves(

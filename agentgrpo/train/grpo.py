@@ -26,6 +26,7 @@ what the uninterrupted run would have done.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import statistics
 import time
@@ -41,7 +42,15 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.algos import get_advantage_estimator, grpo_objective, llds_loss, preserve_token_count
 from agentgrpo.config import to_dict, to_yaml
-from agentgrpo.envs.registry import VALIDATION_SPLIT, EnvBundle, build_env, build_training_worlds, make_env
+from agentgrpo.envs.registry import (
+    VALIDATION_SPLIT,
+    EnvBundle,
+    build_env,
+    build_heldout,
+    build_training_worlds,
+    make_env,
+)
+from agentgrpo.envs.types import Task
 from agentgrpo.openai_client import llm_user_client
 from agentgrpo.policy.device import autocast, model_device
 from agentgrpo.policy.forward import PolicyForward
@@ -144,11 +153,13 @@ class GRPOTrainer:
     def train(self) -> Path:
         """Run the remaining steps; returns the final checkpoint's model directory."""
         cfg, t = self.config, self.config.trainer
+        if t.val_every and self.start_step == 0:  # where the curve starts: the initial policy
+            self.tracker.log(self.validate(0), 0)
         with progress_bar(t.steps, f"grpo[{cfg.experiment}]", cfg.logging.progress, self.start_step) as bar:
             for step in range(self.start_step, t.steps):
                 metrics = self.step(step)
                 if t.val_every and (step + 1) % t.val_every == 0:
-                    metrics.update(self.validate(step))
+                    metrics.update(self.validate(step + 1))
                 self.tracker.log(metrics, step + 1)
                 bar.update(1, reward=f"{metrics.get(metric.REWARD_OUTCOME_MEAN, math.nan):.2f}",
                            sat=f"{metrics.get(metric.REWARD_OUTCOME_SATURATED_GROUP_FRAC, 0):.2f}",
@@ -391,19 +402,31 @@ class GRPOTrainer:
         return {metric.ALGO_LLD_RATE: float(metrics["lld/action_rate"]),
                 **logprob_change(new, batch.old_logprobs, batch.seq_advantages, batch.response_mask)}
 
-    def validate(self, step: int) -> dict[str, float]:
-        """pass^1 on the validation split (training families, never trained on): what checkpoints are chosen by."""
+    def validate(self, steps_done: int) -> dict[str, float]:
+        """pass^1 on the validation tasks (training families, never trained on): what checkpoints
+        are chosen by. The same tasks and user seeds at every call, so the values form a curve."""
         cfg = self.config
-        tasks = self.bundle.tasks([VALIDATION_SPLIT])[: cfg.trainer.val_tasks]
-        specs = [EpisodeSpec(make_env(self.bundle, task, cfg.env, user_seed=derive_seed("val", cfg.seed, i),
+        specs = [EpisodeSpec(make_env(bundle, task, cfg.env, user_seed=derive_seed("val", cfg.seed, i),
                                       max_steps=cfg.rollout.max_turns, user_client=self.user_client),
                              task.task_id, f"val:{i}")
-                 for i, task in enumerate(tasks)]
+                 for i, (bundle, task) in enumerate(self.validation_tasks)]
         val_rollout = dataclasses.replace(cfg.rollout, temperature=cfg.trainer.val_temperature)
         engine = RolloutEngine(self.model, self.chat, val_rollout)
-        trajectories = engine.run(specs, seed=derive_seed("val", cfg.seed, step))
+        trajectories = engine.run(specs, seed=derive_seed("val", cfg.seed, steps_done))
         return {metric.VAL_PASS1: statistics.fmean(t.outcome_reward for t in trajectories) if trajectories else 0.0,
                 metric.VAL_EPISODES: float(len(trajectories))}  # its sample size, for diagnose's val-vs-test check
+
+    @functools.cached_property
+    def validation_tasks(self) -> list[tuple[EnvBundle, Task]]:
+        """(world, task) pairs validation plays: the training world's validation split, or with
+        ``trainer.val_heldout`` fresh tasks of held-out validation worlds (built once)."""
+        cfg = self.config
+        if cfg.trainer.val_heldout:
+            worlds = build_heldout(cfg.env, [VALIDATION_SPLIT], cfg.trainer.val_tasks, training=self.bundle)
+            pairs = [(world, task) for world in worlds for task in world.splits.get(VALIDATION_SPLIT, [])]
+        else:
+            pairs = [(self.bundle, task) for task in self.bundle.tasks([VALIDATION_SPLIT])]
+        return pairs[: cfg.trainer.val_tasks]
 
     def save(self, step: int) -> Path:
         state = {"config": to_dict(self.config), "experiment": self.config.experiment,

@@ -169,6 +169,10 @@ class TrainerConfig:
     to choose the checkpoint; the test split is left to ``agentgrpo eval``."""
     val_tasks: int = 8
     """How many tasks of the validation split each validation runs (all of them when fewer)."""
+    val_heldout: bool = False
+    """Validate on ``val_tasks`` fresh tasks of held-out validation worlds (the training families,
+    worlds no job trains or tests on) instead of the training world's validation split: the
+    learning curve of a policy that must read worlds it has not seen."""
     val_temperature: float = 0.0
     """Sampling temperature for validation (0 = greedy)."""
     save_every: int = 0
@@ -245,11 +249,11 @@ class GRPOConfig:
         if isinstance(self.policy, str):  # GRPOConfig(policy="DIR") from Python, like policy=DIR on the command line
             self.policy = PolicyConfig(init=self.policy)
         t = self.trainer
-        if t.val_every and not self.env.splits.validation:
+        if t.val_every and not t.val_heldout and not self.env.splits.validation:
             raise ConfigError(
                 f"trainer.val_every={t.val_every} needs validation tasks but env.splits.validation="
                 f"{self.env.splits.validation}: set env.splits.validation (on τ-bench it holds tasks out of "
-                "env.splits.uncovered_seen), or trainer.val_every=0")
+                "env.splits.uncovered_seen), trainer.val_heldout=true, or trainer.val_every=0")
         if self.algo.llds_coef > 0 and t.old_logprobs == "rollout":
             raise ConfigError(
                 f"algo.llds_coef={self.algo.llds_coef} with trainer.old_logprobs=rollout: the sampler's log-probs "
