@@ -120,6 +120,16 @@ def test_a_shared_sft_is_trained_once_and_starts_every_seed(tmp_path):
     assert held_out <= set(jobs["sft/seed0/eval"].command)
     own = make_plan(tmp_path, seeds=[0, 1])  # without the preset: one SFT per seed, as before
     assert own.sft_seeds == [0, 1] and own.sft_dir(1) == tmp_path / "sft" / "seed1" / "final"
+    # the table's SFT row is one checkpoint, and every seed's runs pair with it
+    plan = make_plan(tmp_path, "cpu", experiments=["vanilla"])
+    for out, solved in ((plan.sft_eval_dir(0), 1), *((plan.run_dir("base", s, "vanilla") / "eval", 2) for s in (0, 1))):
+        out.mkdir(parents=True)
+        (out / "eval.json").write_text(json.dumps(fake_eval({t: float(i < solved) for i, t in enumerate(SPLITS)},
+                                                            SPLITS)))
+    rows = summarize_setting(plan, "base")["rows"]
+    assert rows["SFT"]["seeds_done"] == [0] and rows["vanilla"]["seeds_done"] == [0, 1]
+    assert rows["vanilla"]["vs_sft"]["seeds"] == [0, 1]
+    assert rows["vanilla"]["vs_sft"]["pass^1"]["value"] == pytest.approx(0.25)
 
 
 def fake_eval(pass1_by_task: dict[str, float], split_of: dict[str, str], trials: int = 2, **metrics) -> dict:

@@ -254,7 +254,9 @@ def summarize_setting(plan: AblationPlan, setting: str) -> dict[str, Any]:
 
     seeds = plan.seeds_of(setting)
     sft_evals = {seed: _maybe_eval(plan.sft_eval_dir(seed)) for seed in seeds}
-    rows: dict[str, Any] = {"SFT": _row({s: e for s, e in sft_evals.items() if e})}
+    # the SFT row counts checkpoints: one shared by every seed (shared_sft, --sft) is one row entry
+    first_of_dir = {plan.sft_eval_dir(seed): seed for seed in reversed(seeds)}
+    rows: dict[str, Any] = {"SFT": _row({s: sft_evals[s] for s in first_of_dir.values() if sft_evals[s]})}
     evals: dict[str, dict[int, dict[str, Any]]] = {}
     for experiment in plan.experiments_of(setting):
         per_seed = {seed: _maybe_eval(plan.run_dir(setting, seed, experiment) / "eval") for seed in seeds}
