@@ -39,7 +39,7 @@ QUICKSTART_DEFAULTS: dict[str, list[str]] = {
     # diagnostic pass, and a std floor so groups whose rewards differ only by PRM-Lite's process
     # score are not scaled to unit advantages.
     "grpo": [
-        "env.train_worlds=12", "trainer.steps=5", "trainer.tasks_per_step=4", "trainer.group_size=8",
+        "env.train_worlds=12", "trainer.steps=4", "trainer.tasks_per_step=4", "trainer.group_size=8",
         "trainer.mini_batch_size=16", "trainer.micro_batch_size=8", "trainer.task_sampler=frontier",
         "trainer.dynamic_sampling=true", "trainer.max_generation_rounds=2", "trainer.lr=1.0e-4",
         "rollout.temperature=0.7", "algo.kl_coef=0", "algo.adv_std_eps=0.1", "trainer.old_logprobs=rollout",
