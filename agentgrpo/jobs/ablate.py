@@ -104,18 +104,20 @@ class AblationPlan:
         chosen = self.setting_seeds.get(setting)
         return [s for s in self.seeds if chosen is None or s in chosen]
 
+    def sft_seed_of(self, seed: int) -> int:
+        """The seed whose SFT checkpoint ``seed``'s runs start from (the first with ``shared_sft``)."""
+        return self.seeds[0] if self.shared_sft else seed
+
     @property
     def sft_seeds(self) -> list[int]:
         """The seeds an SFT checkpoint is trained for (none with ``--sft``)."""
-        if self.sft is not None:
-            return []
-        return self.seeds[:1] if self.shared_sft else list(self.seeds)
+        return [] if self.sft is not None else list(dict.fromkeys(map(self.sft_seed_of, self.seeds)))
 
     # -- where things go ---------------------------------------------------------------------
     def sft_dir(self, seed: int) -> Path:
         if self.sft is not None:
             return self.sft
-        return self.out / "sft" / f"seed{self.seeds[0] if self.shared_sft else seed}" / "final"
+        return self.out / "sft" / f"seed{self.sft_seed_of(seed)}" / "final"
 
     def sft_eval_dir(self, seed: int) -> Path:
         if self.sft is not None:
@@ -197,8 +199,7 @@ def plan_jobs(plan: AblationPlan) -> list[Job]:
         trained[seed] = job.name
         jobs.append(eval_job(plan.sft_dir(seed), plan.sft_eval_dir(seed), f"sft/seed{seed}/eval", evaluate,
                              [job.name]))
-    # a seed's runs wait for its own SFT job, or the shared one (the first seed's)
-    sft_needs = {seed: [trained.get(seed, trained[plan.seeds[0]])] if trained else [] for seed in plan.seeds}
+    sft_needs = {seed: [trained[plan.sft_seed_of(seed)]] if trained else [] for seed in plan.seeds}
     if plan.sft is not None:
         jobs.append(eval_job(plan.sft, plan.sft_eval_dir(0), "sft/eval", evaluate, []))
     # experiments outermost: with a few jobs at a time every variant gets its first seed early
