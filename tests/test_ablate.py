@@ -11,7 +11,7 @@ import pytest
 from agentgrpo.config import ConfigError
 from agentgrpo.eval.stats import holm_adjust, mean_over_seeds
 from agentgrpo.jobs.ablate import AblationPlan, _check_configs, _pooled_delta, make_plan, plan_jobs, summarize_setting
-from agentgrpo.jobs.ablate_grid import Job, run_jobs
+from agentgrpo.jobs.ablate_grid import Job, run_jobs, threads_per_job
 
 
 def touch_job(name: str, target: Path, needs=(), code: str = "") -> Job:
@@ -49,6 +49,14 @@ def test_run_jobs_orders_by_needs_skips_done_and_stops_behind_failures(tmp_path)
     jobs[3] = touch_job("bad", tmp_path / "bad.done")
     assert run_jobs(jobs, parallel=1, log_dir=tmp_path / "logs", report=messages.append) == []
     assert messages[0] == "ablate: 3 of 5 jobs already done, 2 to run, 1 at a time"
+
+
+def test_a_job_that_runs_alone_gets_every_core_and_parallel_jobs_share_them():
+    assert threads_per_job(cores=2, parallel=2, running=1) == 2  # the shared SFT, nothing else ready
+    assert threads_per_job(cores=2, parallel=2, running=2) == 1
+    assert threads_per_job(cores=16, parallel=4, running=3) == 5
+    assert threads_per_job(cores=16, parallel=4, running=9) == 4  # never more jobs than slots
+    assert threads_per_job(cores=1, parallel=2, running=2) == 1
 
 
 def test_a_job_that_exits_0_without_its_output_counts_as_failed(tmp_path):

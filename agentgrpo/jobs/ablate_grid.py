@@ -98,7 +98,7 @@ def _run_graph(jobs: list[Job], parallel: int, log_dir: Path, report: Callable[[
     failed: list[str] = []
     todo = [job for job in jobs if job.name not in finished]
     report(f"ablate: {len(finished)} of {len(jobs)} jobs already done, {len(todo)} to run, {parallel} at a time")
-    threads = max(1, (os.cpu_count() or 1) // parallel)
+    cores = os.cpu_count() or 1
     running: dict[Future, Job] = {}
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         while todo or running:
@@ -109,10 +109,12 @@ def _run_graph(jobs: list[Job], parallel: int, log_dir: Path, report: Callable[[
                 report(f"  skipped {job.name}: it needs a failed job")
                 bar.update(1, failed=len(failed))
             ready = [job for job in todo if all(need in finished for need in job.needs)]
-            for job in ready[: parallel - len(running)]:
+            starting = ready[: parallel - len(running)]
+            threads = threads_per_job(cores, parallel, len(running) + len(starting))
+            for job in starting:
                 todo.remove(job)
                 running[pool.submit(_run_one, job, log_dir, threads)] = job
-                report(f"  started {job.name}")
+                report(f"  started {job.name}" + (f" ({threads} threads)" if threads > cores // parallel else ""))
             if not running:
                 if todo:  # nothing can start: a dependency cycle or a need that is never done
                     raise DataError(f"ablate: jobs {[job.name for job in todo]} can never start")
@@ -129,6 +131,15 @@ def _run_graph(jobs: list[Job], parallel: int, log_dir: Path, report: Callable[[
                        + ("" if ok else f" (log: {log_path(job, log_dir)})"))
                 bar.update(1, running=len(running), failed=len(failed))
     return failed
+
+
+def threads_per_job(cores: int, parallel: int, running: int) -> int:
+    """Threads for a job started while ``running`` jobs (itself included) share the machine.
+
+    A job that runs alone, like the shared SFT every GRPO run waits for, gets all the cores;
+    otherwise each of the ``parallel`` slots gets its share, so jobs never oversubscribe.
+    """
+    return max(1, cores // max(1, min(parallel, running)))
 
 
 def log_path(job: Job, log_dir: Path) -> Path:
