@@ -97,7 +97,7 @@ def test_presets_resolve_and_bad_choices_fail_naming_them(tmp_path):
 
 def test_a_setting_can_run_a_subset_of_the_experiments_and_seeds(tmp_path):
     plan = make_plan(tmp_path, "cpu")
-    assert plan.settings["stress"] == ["trainer.lr=5.0e-4", "trainer.lld_diagnostic=true"]
+    assert plan.settings["stress"] == ["trainer.lr=2.0e-3", "trainer.lld_diagnostic=true"]
     assert plan.experiments_of("stress") == ["vanilla", "joint", "llds", "joint_llds"]  # the grid's order
     assert plan.experiments_of("base") == plan.experiments
     assert plan.seeds_of("stress") == [0] and plan.seeds_of("base") == [0, 1, 2]
