@@ -12,6 +12,7 @@ from agentgrpo.config import ConfigError
 from agentgrpo.eval.stats import holm_adjust, mean_over_seeds
 from agentgrpo.jobs.ablate import AblationPlan, _check_configs, _pooled_delta, make_plan, plan_jobs, summarize_setting
 from agentgrpo.jobs.ablate_grid import Job, run_jobs, threads_per_job
+from agentgrpo.report.ablation import ablation_markdown
 
 
 def touch_job(name: str, target: Path, needs=(), code: str = "") -> Job:
@@ -140,13 +141,17 @@ def test_a_shared_sft_is_trained_once_and_starts_every_seed(tmp_path):
     assert rows["vanilla"]["vs_sft"]["pass^1"]["value"] == pytest.approx(0.25)
 
 
-def fake_eval(pass1_by_task: dict[str, float], split_of: dict[str, str], trials: int = 2, **metrics) -> dict:
-    """An eval.json with the fields ablate reads: per-task successes (trials each) and headline metrics."""
+def fake_eval(pass1_by_task: dict[str, float], split_of: dict[str, str], trials: int = 2,
+              do_nothing: dict[str, float] | None = None, **metrics) -> dict:
+    """An eval.json with the fields ablate reads: per-task successes (trials each), the
+    do-nothing reward when given, and headline metrics."""
     rows = []
     for task, value in pass1_by_task.items():
         wins = round(value * trials)
         rows.append({"task_id": task, "split": split_of[task], "successes": [True] * wins + [False] * (trials - wins),
                      "trials": list(range(trials)), "user_seeds": [100 + i for i in range(trials)]})
+        if do_nothing is not None:
+            rows[-1]["do_nothing"] = do_nothing[task]
     overall = sum(pass1_by_task.values()) / len(pass1_by_task)
     base = {"pass^k": {"1": overall}, "generalization": overall, "error_rate": 0.1, "reasoning_depth_p50": 20.0}
     sizes = {}
@@ -171,6 +176,32 @@ def test_pooled_delta_averages_each_task_over_seeds():
     assert delta["pass^1"]["n"] == 4
     # Generalization weights the split means by the split sizes (2, 2): (0.5·2 + 0.25·2) / 4
     assert delta["generalization"]["value"] == pytest.approx(0.375)
+
+
+def test_every_row_is_compared_with_the_do_nothing_reward_task_by_task(tmp_path):
+    plan = make_plan(tmp_path, seeds=[0, 1], experiments=["vanilla"])
+    floor = {"t1": 1.0, "t2": 1.0, "t3": 0.0, "t4": 0.0}  # t1, t2 need no change
+    scores = {("sft", 0): {"t1": 0, "t2": 1, "t3": 1, "t4": 0},  # writes well but breaks t1
+              ("vanilla", 0): {"t1": 1, "t2": 1, "t3": 0, "t4": 0},  # ends at once: exactly the floor
+              ("vanilla", 1): {"t1": 1, "t2": 0, "t3": 1, "t4": 1}}
+    for (name, seed), per_task in scores.items():
+        out = plan.sft_eval_dir(seed) if name == "sft" else plan.run_dir("base", seed, name) / "eval"
+        out.mkdir(parents=True)
+        (out / "eval.json").write_text(json.dumps(fake_eval(per_task, SPLITS, do_nothing=floor)))
+    summary = summarize_setting(plan, "base")
+    rows = summary["rows"]
+    # SFT: (0 − 1) + (1 − 1) + (1 − 0) + (0 − 0) over 4 tasks
+    assert rows["SFT"]["vs_floor"]["pass^1"]["value"] == pytest.approx(0.0)
+    # vanilla, each task averaged over seeds first: t1 1 − 1, t2 0.5 − 1, t3 0.5, t4 0.5 → 0.5 / 4
+    assert rows["vanilla"]["vs_floor"]["pass^1"]["value"] == pytest.approx(0.125)
+    assert rows["vanilla"]["vs_floor"]["seeds"] == [0, 1] and rows["vanilla"]["vs_floor"]["pass^1"]["n"] == 4
+    table = ablation_markdown(summary)
+    assert "| Δ vs do-nothing | Δ vs vanilla | Δ vs SFT |" in table
+    vanilla_line = next(line for line in table.splitlines() if line.startswith("| vanilla |"))
+    assert "+0.125 [" in vanilla_line
+    # evaluations without the do-nothing reward (older eval.json) leave the column empty
+    (plan.sft_eval_dir(0) / "eval.json").write_text(json.dumps(fake_eval(scores[("sft", 0)], SPLITS)))
+    assert summarize_setting(plan, "base")["rows"]["SFT"]["vs_floor"] is None
 
 
 def test_summary_rows_are_means_over_seeds_with_deltas_and_findings(tmp_path):

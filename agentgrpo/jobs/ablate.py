@@ -275,7 +275,9 @@ def summarize_setting(plan: AblationPlan, setting: str) -> dict[str, Any]:
                                   for f in result.findings]
         row["diagnose"] = findings
         rows[experiment] = row
+    rows["SFT"]["vs_floor"] = _delta_vs_floor({s: sft_evals[s] for s in first_of_dir.values() if sft_evals[s]})
     for experiment, by_seed in evals.items():
+        rows[experiment]["vs_floor"] = _delta_vs_floor(by_seed)
         rows[experiment]["vs_sft"] = _pooled_delta(by_seed, {s: e for s, e in sft_evals.items() if e})
         if BASELINE in evals and experiment != BASELINE:
             rows[experiment]["vs_vanilla"] = _pooled_delta(by_seed, evals[BASELINE])
@@ -356,6 +358,28 @@ def _pooled_delta(a: Mapping[int, Mapping[str, Any]], b: Mapping[int, Mapping[st
     if strata:
         out["generalization"] = bootstrap_stratified(strata, lambda m: generalization(m, sizes)).to_dict()
     return out
+
+
+def _delta_vs_floor(by_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Pass^1 minus the do-nothing reward per task (pass^1 averaged over the seeds), bootstrapped
+    over tasks: whether the checkpoints beat an agent that ends every episode at once, on the
+    same tasks. A policy that stops writing scores that floor, so a gain over an SFT start that
+    writes badly can be no more than this. None when the evaluations lack ``do_nothing``."""
+    from agentgrpo.eval.stats import bootstrap_mean, bootstrap_p_value
+    from agentgrpo.eval.summary import task_pass1
+
+    successes: dict[str, list[float]] = {}
+    floor: dict[str, float] = {}
+    for evaluation in by_seed.values():
+        for row in evaluation["per_task"]:
+            if row.get("do_nothing") is None:
+                return None
+            successes.setdefault(row["task_id"], []).append(task_pass1(row))
+            floor[row["task_id"]] = row["do_nothing"]
+    if not successes:
+        return None
+    diffs = [statistics.fmean(values) - floor[task] for task, values in successes.items()]
+    return {"seeds": sorted(by_seed), "pass^1": bootstrap_mean(diffs).to_dict(), "p": bootstrap_p_value(diffs)}
 
 
 def write_report(plan: AblationPlan, setting: str) -> dict[str, Any]:
