@@ -127,6 +127,11 @@ def test_a_shared_sft_is_trained_once_and_starts_every_seed(tmp_path):
     # the held-out evaluation: 400 fresh tasks of test worlds, the same for every checkpoint
     held_out = {"splits=[covered_seen,uncovered_seen]", "tasks_per_split=200", "trials=1"}
     assert held_out <= set(jobs["sft/seed0/eval"].command)
+    # resuming part of the grid with --seeds reuses the grid's SFT: it is never trained again
+    narrowed = make_plan(tmp_path, "cpu", seeds=[1, 2], experiments=["joint"])
+    assert narrowed.sft_seeds == [0] and narrowed.sft_dir(2) == tmp_path / "sft" / "seed0" / "final"
+    assert {n for n in (job.name for job in plan_jobs(narrowed)) if n.startswith("sft/")} == {"sft/seed0",
+                                                                                           "sft/seed0/eval"}
     own = make_plan(tmp_path, seeds=[0, 1])  # without the preset: one SFT per seed, as before
     assert own.sft_seeds == [0, 1] and own.sft_dir(1) == tmp_path / "sft" / "seed1" / "final"
     # the table's SFT row is one checkpoint, and every seed's runs pair with it

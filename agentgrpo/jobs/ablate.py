@@ -63,6 +63,9 @@ class AblationPlan:
     shared_sft: bool = False
     """Train one SFT checkpoint (with the first seed) and start every seed's runs from it: the
     seeds then vary GRPO alone (its sampling and updates), and the SFT cost is paid once."""
+    shared_sft_seed: int | None = None
+    """The seed a shared SFT is trained with: the preset's first seed, so a command narrowed
+    with ``--seeds`` reuses the grid's checkpoint (default: the first of ``seeds``)."""
     setting_seeds: dict[str, list[int]] = field(default_factory=dict)
     """Setting name → the seeds it runs, when not all of ``seeds`` (a subset of them)."""
     primary: str | None = None
@@ -106,7 +109,9 @@ class AblationPlan:
 
     def sft_seed_of(self, seed: int) -> int:
         """The seed whose SFT checkpoint ``seed``'s runs start from (the first with ``shared_sft``)."""
-        return self.seeds[0] if self.shared_sft else seed
+        if not self.shared_sft:
+            return seed
+        return self.seeds[0] if self.shared_sft_seed is None else self.shared_sft_seed
 
     @property
     def sft_seeds(self) -> list[int]:
@@ -179,6 +184,7 @@ def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None
         setting_seeds={s: [x for x in chosen if x in grid_seeds] or grid_seeds[:1]
                        for s, chosen in setting_seeds.items() if s in all_settings},
         shared_sft=bool(data.get("shared_sft", False)),
+        shared_sft_seed=int(data["seeds"][0]) if data.get("shared_sft") and data.get("seeds") else None,
         overrides={s: [*(data.get(s) or []), *stage[s]] for s in STAGES},
         parallel=int(parallel if parallel is not None else data.get("parallel", 1)),
         sft=Path(sft) if sft else None,
