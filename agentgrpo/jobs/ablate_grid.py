@@ -137,7 +137,9 @@ def threads_per_job(cores: int, parallel: int, running: int) -> int:
     """Threads for a job started while ``running`` jobs (itself included) share the machine.
 
     A job that runs alone, like the shared SFT every GRPO run waits for, gets all the cores;
-    otherwise each of the ``parallel`` slots gets its share, so jobs never oversubscribe.
+    otherwise each of the ``parallel`` slots gets its share. (A job given all the cores keeps
+    them if another becomes ready while it runs: a brief oversubscription, never in a grid
+    whose lone jobs are the ones everything else needs.)
     """
     return max(1, cores // max(1, min(parallel, running)))
 
