@@ -43,6 +43,7 @@ def healthy() -> list[dict]:
             "algo/logp_change_adv_neg": -0.03 * w,
             "rollout/malformed_turn_rate": 0.6 if step == 6 else 0.05 * w,
             "rollout/tokens_per_turn_mean": 10.0 if step == 9 else 40.0 * w,
+            "rollout/tool_calls_mean": 0.5 if step == 4 else 3.0 * w,  # one batch that hardly acted
         })
         if step % 4 == 0:
             records[-1].update({"val/pass1": 0.45, "val/episodes": 100.0})
@@ -133,6 +134,24 @@ def test_length_collapse_when_tokens_per_turn_halve(tmp_path):
     finding = diagnose(write_run(tmp_path, records)).findings[0]
     assert (finding.check, finding.step) == ("length_collapse", 8)
     assert finding.evidence["start"] == pytest.approx(40.0) and finding.evidence["value"] == 15.0
+
+
+def test_action_collapse_when_a_run_stops_calling_tools_after_its_first_update(tmp_path):
+    # the CPU stress runs' shape: broken by update 1, then every group fails alike and no step
+    # updates again; the format series moves inside the 3-step window that sets its start
+    records = set_from(healthy(), "rollout/tool_calls_mean", 2, lambda s: 0.05 if s % 2 else 0.0)
+    records = set_from(records, "rollout/malformed_turn_rate", 2, 0.4)
+    finding = diagnose(write_run(tmp_path, records)).collapsed
+    assert (finding.check, finding.step) == ("action_collapse", 2)
+    assert finding.evidence["start"] == 3.0 and finding.evidence["value"] == pytest.approx(0.025)  # median of steps 2-3
+    assert "format_collapse" not in fired(tmp_path / "run")  # the limit the check is there for
+
+
+def test_action_collapse_needs_a_start_that_acts_and_a_lasting_fall(tmp_path):
+    falls_once = set_from(healthy(), "rollout/tool_calls_mean", 7, lambda s: 0.2 if s == 7 else 3.0)
+    assert fired(write_run(tmp_path, falls_once)) == {}
+    idle = set_from(healthy(), "rollout/tool_calls_mean", 1, 0.3)
+    assert "hardly acts" in diagnose(write_run(tmp_path, idle, name="idle")).not_applicable["action_collapse"]
 
 
 def test_gradient_explosion_far_above_the_running_median(tmp_path):

@@ -13,12 +13,14 @@ the evidence; docs/diagnostics.md says what each means and what to do about it:
   samples one answer: groups stop differing, exploration ends);
 * ``format_collapse``: the malformed-turn rate rises well above its start;
 * ``length_collapse``: tokens per turn fall to a fraction of their start;
+* ``action_collapse``: tool calls per episode fall to a fraction of the starting policy's
+  (step 1's rollout, sampled before any update);
 * ``grad_explosion``: the gradient norm far above its running median (or non-finite);
 * ``reward_hacking``: the process score rises while the outcome stays flat or falls;
 * ``val_test_gap``: validation pass^1 far above the evaluation's (the seed: 0.80 vs 0.125).
 
 Noise: level checks compare a centred rolling median of 3 steps with the median of the
-first ``BASELINE_STEPS`` steps and fire only when the condition holds for consecutive
+first ``BASELINE_STEPS`` steps (``action_collapse``: with step 1's) and fire only when the condition holds for consecutive
 steps, so one odd batch fires nothing. A check whose metrics the run did not log is
 reported as not applicable. Findings are not errors: the exit code is 0.
 """

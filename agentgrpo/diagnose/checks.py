@@ -39,6 +39,13 @@ turns a step its noise is ~0.05, so this is a 4-sigma move of a 3-step median.""
 LENGTH_FRACTION = 0.5
 """Length collapse: tokens per turn at or below half their start (the seed's per-token A/L
 trades reasoning for tool calls; halving is far outside sampling noise)."""
+ACTION_FRACTION = 0.25
+"""Action collapse: tool calls per episode at or below a quarter of the starting policy's for 2
+steps. The start is step 1's rollout alone, the only batch sampled before any update: a run
+that breaks on its first update has no second healthy step to take a median over. Healthy CPU
+runs stayed within 0.65-1.5x of it; stress runs that stopped acting fell to 0-11%."""
+ACTION_MIN_START = 0.5
+"""Below half a call per episode at the start, the policy hardly acts: nothing to lose."""
 GRAD_EXPLOSION = 5.0
 """Gradient explosion: a (pre-clip) gradient norm 5× the median of all earlier steps; in our
 tiny-preset runs a healthy step's norm stayed within ~3.5× of the steps before it …"""
@@ -81,7 +88,8 @@ class Finding:
         return self.check in COLLAPSE_CHECKS
 
 
-COLLAPSE_CHECKS = ("entropy_collapse", "format_collapse", "length_collapse", "grad_explosion", "lld")
+COLLAPSE_CHECKS = ("entropy_collapse", "format_collapse", "length_collapse", "action_collapse", "grad_explosion",
+                   "lld")
 """The checks whose findings count as a collapse (``lld`` from its second phase)."""
 
 
@@ -225,6 +233,25 @@ def _fell_to_fraction(check: str, s: Series, fraction: float, number: str) -> Fi
                    {"metric": s.name, "start": start, "value": level, "steps": run[1]})
 
 
+def check_action_collapse(log: RunLog) -> Finding | None:
+    """The policy stops calling tools: the collapse a run that breaks at once shows first."""
+    s = series(log.records, metric.ROLLOUT_TOOL_CALLS_MEAN)
+    if len(s.finite()) < 1 + PERSIST_STEPS:
+        raise NotApplicable(f"{s.name}: {len(s.finite())} step(s), too few to compare with the start")
+    start = s.finite()[0]
+    if start < ACTION_MIN_START:
+        raise NotApplicable(f"{s.name} starts at {start:.2f} calls per episode: the policy hardly acts")
+    # the starting step itself is left out of the smoothing: its window would hold the collapse
+    run = _level_check(Series(s.name, s.steps[1:], s.values[1:]), lambda v: v <= ACTION_FRACTION * start)
+    if run is None:
+        return None
+    level = smooth(s.values[1:])[run[0]]
+    return Finding("action_collapse", s.steps[1 + run[0]],
+                   f"{s.name} {start:.2f} -> {level:.2f} ({level / start:.0%} of the starting policy's; "
+                   f"<= {ACTION_FRACTION:.0%}) for {run[1]} steps: it stopped calling tools",
+                   {"metric": s.name, "start": start, "value": level, "steps": run[1]})
+
+
 def check_grad_explosion(log: RunLog) -> Finding | None:
     s = series(log.records, metric.ALGO_GRAD_NORM)
     if len(s.values) <= MIN_HISTORY:
@@ -288,6 +315,7 @@ CHECKS: dict[str, Callable[[RunLog], Finding | None]] = {
     "entropy_collapse": check_entropy_collapse,
     "format_collapse": check_format_collapse,
     "length_collapse": check_length_collapse,
+    "action_collapse": check_action_collapse,
     "grad_explosion": check_grad_explosion,
     "reward_hacking": check_reward_hacking,
     "val_test_gap": check_val_test_gap,
