@@ -10,7 +10,15 @@ import pytest
 
 from agentgrpo.config import ConfigError
 from agentgrpo.eval.stats import holm_adjust, mean_over_seeds
-from agentgrpo.jobs.ablate import AblationPlan, _check_configs, _pooled_delta, make_plan, plan_jobs, summarize_setting
+from agentgrpo.jobs.ablate import (
+    AblationPlan,
+    _check_configs,
+    _pooled_delta,
+    make_plan,
+    plan_jobs,
+    summarize_setting,
+    write_index,
+)
 from agentgrpo.jobs.ablate_grid import Job, run_jobs, threads_per_job
 from agentgrpo.report.ablation import ablation_markdown
 
@@ -96,18 +104,42 @@ def test_presets_resolve_and_bad_choices_fail_naming_them(tmp_path):
         make_plan(tmp_path, "cpu", settings=["hot"])
 
 
+def test_an_opt_in_setting_runs_only_when_named(tmp_path):
+    assert list(make_plan(tmp_path, "cpu").settings) == ["base"]  # the 7 x 3 grid alone
+    assert list(make_plan(tmp_path, "cpu", settings=["stress"]).settings) == ["stress"]
+    assert list(make_plan(tmp_path, "cpu", settings=["base", "stress"]).settings) == ["base", "stress"]
+    only_stress, typo = tmp_path / "only-stress.yaml", tmp_path / "typo.yaml"  # presets of one's own
+    only_stress.write_text("settings:\n  stress: {overrides: [trainer.lr=1.0e-3], opt_in: true}\n")
+    typo.write_text("settings:\n  stress: {overides: []}\n")
+    with pytest.raises(ConfigError, match="every setting is opt_in"):
+        make_plan(tmp_path, str(only_stress))
+    assert make_plan(tmp_path, str(only_stress), settings=["stress"]).settings == {"stress": ["trainer.lr=1.0e-3"]}
+    with pytest.raises(ConfigError, match=r"settings.stress has unknown key\(s\) \['overides'\]"):
+        make_plan(tmp_path, str(typo))
+    with pytest.raises(ConfigError, match="or a preset file"):
+        make_plan(tmp_path, str(tmp_path / "missing.yaml"))
+
+
+def test_a_run_of_other_settings_keeps_the_index_of_the_earlier_ones(tmp_path):
+    write_index(tmp_path, {"base": {"rows": [1]}, "stress": {"rows": [2]}})
+    write_index(tmp_path, {"stress": {"rows": [3]}})
+    assert json.loads((tmp_path / "ablation.json").read_text()) == {"base": {"rows": [1]}, "stress": {"rows": [3]}}
+    assert [p.name for p in tmp_path.iterdir()] == ["ablation.json"]  # written whole, no temporary left
+
+
 def test_a_setting_can_run_a_subset_of_the_experiments_and_seeds(tmp_path):
-    plan = make_plan(tmp_path, "cpu")
-    assert plan.settings["stress"] == ["trainer.lr=2.0e-3", "trainer.lld_diagnostic=true"]
+    plan = make_plan(tmp_path, "cpu", settings=["base", "stress"])
+    assert plan.settings["stress"] == ["trainer.lr=2.0e-3", "trainer.lld_diagnostic=true", "trainer.steps=6"]
     assert plan.experiments_of("stress") == ["vanilla", "joint", "llds", "joint_llds"]  # the grid's order
     assert plan.experiments_of("base") == plan.experiments
     assert plan.seeds_of("stress") == [0] and plan.seeds_of("base") == [0, 1, 2]
     names = [job.name for job in plan_jobs(plan) if job.name.startswith("stress/") and not job.name.endswith("/eval")]
     assert sorted(names) == sorted(f"stress/seed0/{e}" for e in ("vanilla", "llds", "joint", "joint_llds"))
-    narrowed = make_plan(tmp_path, "cpu", experiments=["lata", "llds"])  # the command line narrows further
+    # the command line narrows further
+    narrowed = make_plan(tmp_path, "cpu", experiments=["lata", "llds"], settings=["base", "stress"])
     assert narrowed.experiments_of("stress") == ["llds"] and narrowed.experiments_of("base") == ["lata", "llds"]
     # --seeds without the setting's own: the setting keeps the grid's first seed
-    assert make_plan(tmp_path, "cpu", seeds=[1, 2]).seeds_of("stress") == [1]
+    assert make_plan(tmp_path, "cpu", seeds=[1, 2], settings=["stress"]).seeds_of("stress") == [1]
     with pytest.raises(ConfigError, match="settings.stress.experiments"):
         AblationPlan(tmp_path, settings={"stress": []}, setting_experiments={"stress": ["bogus"]})
     with pytest.raises(ConfigError, match="settings.stress.seeds"):

@@ -133,10 +133,17 @@ class AblationPlan:
         return self.out / setting / f"seed{seed}" / experiment
 
 
+SETTING_KEYS = {"overrides", "experiments", "seeds", "opt_in"}
+"""A setting's keys in a preset; ``opt_in: true`` runs it only when ``--settings`` names it (a
+costly extra beside the grid's own budget, e.g. a stress setting)."""
+
+
 def load_preset(name: str) -> dict[str, Any]:
-    path = PRESET_DIR / f"{name}.yaml"
+    """A packaged preset by name, or a preset file of one's own (a path ending in .yaml)."""
+    path = Path(name) if name.endswith((".yaml", ".yml")) else PRESET_DIR / f"{name}.yaml"
     if not path.is_file():
-        raise ConfigError(f"--preset {name!r} is unknown; choose one of {available_presets()}")
+        raise ConfigError(f"--preset {name!r} is unknown; choose one of {available_presets()} or a preset "
+                          "file (*.yaml)")
     data = yaml.safe_load(path.read_text()) or {}
     known = {"seeds", "experiments", "settings", "parallel", "primary", "shared_sft", *STAGES}
     extra = set(data) - known
@@ -155,13 +162,16 @@ def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None
     all_settings: dict[str, list[str]] = {}
     setting_experiments: dict[str, list[str]] = {}
     setting_seeds: dict[str, list[int]] = {}
+    opt_in: set[str] = set()
     for name, spec in (data.get("settings") or {"base": []}).items():
-        if isinstance(spec, dict):  # {overrides: [...], experiments: [...], seeds: [...]}
-            extra = set(spec) - {"overrides", "experiments", "seeds"}
+        if isinstance(spec, dict):  # {overrides: [...], experiments: [...], seeds: [...], opt_in: bool}
+            extra = set(spec) - SETTING_KEYS
             if extra:
                 raise ConfigError(f"preset {preset}: settings.{name} has unknown key(s) {sorted(extra)}; "
-                                  "valid keys: ['experiments', 'overrides', 'seeds']")
+                                  f"valid keys: {sorted(SETTING_KEYS)}")
             all_settings[name] = list(spec.get("overrides") or [])
+            if spec.get("opt_in"):
+                opt_in.add(name)
             if spec.get("experiments"):
                 setting_experiments[name] = list(spec["experiments"])
             if spec.get("seeds") is not None:
@@ -173,6 +183,10 @@ def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None
         if missing:
             raise ConfigError(f"--settings {missing} unknown; this grid has {sorted(all_settings)}")
         all_settings = {s: all_settings[s] for s in settings}
+    else:  # an opt-in setting runs only when --settings names it
+        all_settings = {s: o for s, o in all_settings.items() if s not in opt_in}
+        if not all_settings:
+            raise ConfigError(f"preset {preset}: every setting is opt_in; name one with --settings")
     grid_seeds = list(seeds if seeds is not None else data.get("seeds", [0]))
     return AblationPlan(
         out=Path(out),
@@ -226,11 +240,21 @@ def run_ablation(plan: AblationPlan) -> dict[str, Any]:
     plan.out.mkdir(parents=True, exist_ok=True)
     failed = run_jobs(plan_jobs(plan), plan.parallel, plan.out / "logs")
     summaries = {setting: write_report(plan, setting) for setting in plan.settings}
-    (plan.out / "ablation.json").write_text(json.dumps(summaries, indent=2))
+    write_index(plan.out, summaries)
     if failed:
         raise DataError(f"ablate: {len(failed)} job(s) failed ({', '.join(failed[:4])}…); see {plan.out / 'logs'}; "
                         "run the same command again to retry them (finished jobs are kept)")
     return summaries
+
+
+def write_index(out: Path, summaries: dict[str, Any]) -> None:
+    """``out/ablation.json``: every setting's summary. A run of some settings (an opt-in one after
+    the grid) replaces theirs and keeps the others'."""
+    index = out / "ablation.json"
+    kept = json.loads(index.read_text()) if index.is_file() else {}
+    tmp = index.with_name(index.name + ".tmp")
+    tmp.write_text(json.dumps({**kept, **summaries}, indent=2))
+    tmp.replace(index)
 
 
 def _check_configs(plan: AblationPlan) -> None:
@@ -411,7 +435,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default="runs/ablation", help="output directory (rerun to resume)")
     parser.add_argument("--experiments", help="comma-separated experiment names (default: the preset's, or all)")
     parser.add_argument("--seeds", help="comma-separated seeds (default: the preset's, or 0)")
-    parser.add_argument("--settings", help="comma-separated settings of the preset to run (default: all)")
+    parser.add_argument("--settings", help="comma-separated settings of the preset to run "
+                        "(default: all but its opt_in ones)")
     parser.add_argument("--parallel", type=int, help="jobs at once (default: the preset's, or 1)")
     parser.add_argument("overrides", nargs="*", metavar="[sft.|grpo.|eval.]key=value")
     parser.set_defaults(func=run)
