@@ -43,7 +43,7 @@ ACTION_FRACTION = 0.25
 """Action collapse: tool calls per episode at or below a quarter of the starting policy's for 2
 steps. The start is step 1's rollout alone, the only batch sampled before any update: a run
 that breaks on its first update has no second healthy step to take a median over. Healthy CPU
-runs stayed within 0.65-1.5x of it; stress runs that stopped acting fell to 0-11%."""
+runs stayed within 0.5-1.5x of it; stress runs that stopped acting fell to 0-11%."""
 ACTION_MIN_START = 0.5
 """Below half a call per episode at the start, the policy hardly acts: nothing to lose."""
 GRAD_EXPLOSION = 5.0
