@@ -21,8 +21,8 @@ the evidence; docs/diagnostics.md says what each means and what to do about it:
 
 Noise: level checks compare a centred rolling median of 3 steps with the median of the
 first ``BASELINE_STEPS`` steps (``action_collapse``: with step 1's) and fire only when the
-condition holds for consecutive steps, so one odd batch fires nothing. A check whose metrics the run did not log is
-reported as not applicable. Findings are not errors: the exit code is 0.
+condition holds for consecutive steps, so one odd batch fires nothing. A check whose metrics
+the run did not log is reported as not applicable. Findings are not errors: the exit code is 0.
 """
 from __future__ import annotations
 

@@ -238,15 +238,17 @@ def check_action_collapse(log: RunLog) -> Finding | None:
     s = series(log.records, metric.ROLLOUT_TOOL_CALLS_MEAN)
     if len(s.finite()) < 1 + PERSIST_STEPS:
         raise NotApplicable(f"{s.name}: {len(s.finite())} step(s), too few to compare with the start")
-    start = s.finite()[0]
+    first = next(i for i, v in enumerate(s.values) if v is not None)
+    start = s.values[first]
     if start < ACTION_MIN_START:
         raise NotApplicable(f"{s.name} starts at {start:.2f} calls per episode: the policy hardly acts")
     # the starting step itself is left out of the smoothing: its window would hold the collapse
-    run = _level_check(Series(s.name, s.steps[1:], s.values[1:]), lambda v: v <= ACTION_FRACTION * start)
+    after = Series(s.name, s.steps[first + 1 :], s.values[first + 1 :])
+    run = _level_check(after, lambda v: v <= ACTION_FRACTION * start)
     if run is None:
         return None
-    level = smooth(s.values[1:])[run[0]]
-    return Finding("action_collapse", s.steps[1 + run[0]],
+    level = smooth(after.values)[run[0]]
+    return Finding("action_collapse", after.steps[run[0]],
                    f"{s.name} {start:.2f} -> {level:.2f} ({level / start:.0%} of the starting policy's; "
                    f"<= {ACTION_FRACTION:.0%}) for {run[1]} steps: it stopped calling tools",
                    {"metric": s.name, "start": start, "value": level, "steps": run[1]})

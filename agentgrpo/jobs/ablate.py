@@ -17,8 +17,8 @@ step when the runs validate, and each run's diagnose findings.
 
 Presets (``--preset``, ``configs/ablate/*.yaml`` or a file of one's own) fix the grid and its
 sizes; ``cpu-quick`` and ``cpu`` are the CPU benchmark (docs/results/ablation-cpu.md). A
-setting marked ``opt_in`` runs only when ``--settings`` names it (``cpu``'s ``stress``). Overrides use the
-quickstart's syntax (``grpo.trainer.steps=40``, ``eval.trials=4``, ``sft.trainer.epochs=2``)
+setting marked ``opt_in`` runs only when ``--settings`` names it (``cpu``'s ``stress``).
+Overrides use the quickstart's syntax (``grpo.trainer.steps=40``, ``eval.trials=4``, ``sft.trainer.epochs=2``)
 and win over the preset's.
 """
 from __future__ import annotations
