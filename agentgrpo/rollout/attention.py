@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -58,6 +58,9 @@ class StepPlan:
     decode_mask: (R, 1, 1, W) additive mask (0 where slot < the row's length after this step,
         -inf beyond); None if N = 0.
     segments: the prefilling rows, packed after the decoding tokens.
+    buckets: contiguous row ranges ``(first, end, width)`` covering all R rows, each with the
+        longest length among its rows: decoding reads a row's own slots only up to its bucket's
+        width (empty: one bucket of width W).
     """
 
     cache: RaggedCache
@@ -66,6 +69,7 @@ class StepPlan:
     decode_rows: torch.Tensor
     decode_mask: torch.Tensor | None
     segments: list[Segment]
+    buckets: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 def ragged_attention_forward(
@@ -120,7 +124,8 @@ def _decode(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, plan: Ste
     grouped = full.reshape(rows, kv_heads, heads // kv_heads, dim)
     if plan.cache.prefix and rows > 1:
         o = _decode_with_shared_prefix(grouped, keys, values, plan.cache.prefix[layer], plan.decode_mask,
-                                       scaling if scaling is not None else dim**-0.5)
+                                       scaling if scaling is not None else dim**-0.5,
+                                       plan.buckets or [(0, rows, width)])
     else:
         o = F.scaled_dot_product_attention(grouped, keys[:, :, :width], values[:, :, :width],
                                            attn_mask=plan.decode_mask, scale=scaling)
@@ -130,18 +135,19 @@ def _decode(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, plan: Ste
 
 def _decode_with_shared_prefix(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                                prefix: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor,
-                               scale: float) -> torch.Tensor:
+                               scale: float, buckets: list[tuple[int, int, int]]) -> torch.Tensor:
     """Decode attention that reads the shared prefix once instead of once per row.
 
     Decoding on CPU is bound by reading the cache, and every row holds a copy of the same
     system prompt. So the rows' queries (R, H_kv, G, D) attend to the one saved prefix
-    (H_kv, P, D) as a single matrix product, to their own slots [P, W) separately, and the
-    two softmax parts are merged by their maxima and sums (exact up to rounding).
+    (H_kv, P, D) as a single matrix product, to their own slots [P, width) separately, and the
+    two softmax parts are merged by their maxima and sums (exact up to rounding). The own
+    part runs per bucket of rows, each only as wide as its longest row: rows of similar
+    length share a bucket (``Rows.regroup``), so short rows do not pay for long ones.
     """
     rows, kv_heads, group, dim = q.shape
     prefix_keys, prefix_values = prefix
     p = prefix_keys.shape[1]
-    width = mask.shape[-1]
     # prefix part: (H_kv, R·G, D) @ (H_kv, D, P)
     qh = q.permute(1, 0, 2, 3).reshape(kv_heads, rows * group, dim)
     s1 = torch.matmul(qh, prefix_keys.transpose(1, 2)) * scale
@@ -154,13 +160,20 @@ def _decode_with_shared_prefix(q: torch.Tensor, keys: torch.Tensor, values: torc
         return t.reshape(kv_heads, rows, group, t.shape[-1]).permute(1, 0, 2, 3)
 
     m1, l1, o1 = per_row(m1), per_row(l1), per_row(o1)
-    # each row's own part: slots [P, W), masked past its length
-    s2 = torch.matmul(q, keys[:, :, p:width].transpose(-1, -2)) * scale + mask[..., p:]
-    m = torch.maximum(m1, s2.amax(dim=-1, keepdim=True))  # finite: the prefix part always is
-    e2 = torch.exp(s2 - m)
-    w1 = torch.exp(m1 - m)
-    out = o1 * w1 + torch.matmul(e2, values[:, :, p:width])
-    return out / (l1 * w1 + e2.sum(dim=-1, keepdim=True))
+    out = torch.empty_like(q)
+    for first, end, width in buckets:
+        if width <= p:  # idle rows (length 1): nothing of their own to read, and their output is dropped
+            out[first:end] = o1[first:end] / l1[first:end]
+            continue
+        # each row's own part: slots [P, width), masked past its length
+        qb, m1b, l1b = q[first:end], m1[first:end], l1[first:end]
+        s2 = torch.matmul(qb, keys[first:end, :, p:width].transpose(-1, -2)) * scale + mask[first:end, ..., p:width]
+        m = torch.maximum(m1b, s2.amax(dim=-1, keepdim=True))  # finite: the prefix part always is
+        e2 = torch.exp(s2 - m)
+        w1 = torch.exp(m1b - m)
+        own = torch.matmul(e2, values[first:end, :, p:width])
+        out[first:end] = (o1[first:end] * w1 + own) / (l1b * w1 + e2.sum(dim=-1, keepdim=True))
+    return out
 
 
 def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

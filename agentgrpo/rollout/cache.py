@@ -103,6 +103,18 @@ class RaggedCache:
                 kind[layer] = old.index_select(0, rows)
         self.lengths = self.lengths[rows]
 
+    def permute_rows(self, order: torch.Tensor) -> None:
+        """Row i takes old row ``order[i]`` in place (a permutation); only rows that move are copied,
+        and only their filled slots."""
+        moved = (order != torch.arange(self.rows, device=order.device)).nonzero().squeeze(1)
+        if moved.numel() == 0:
+            return
+        used, source = int(self.lengths.max()), order[moved]
+        for kind in (self.keys, self.values):
+            for buffer in kind:
+                buffer[moved, :, :used] = buffer[source, :, :used]
+        self.lengths = self.lengths[order]
+
 
 def _moved(old: torch.Tensor, used: int, capacity: int) -> torch.Tensor:
     """A buffer of ``capacity`` slots holding ``old``'s first ``used`` slots, zeros after them."""

@@ -30,6 +30,11 @@ class RolloutConfig:
     """Drop the cache rows of finished episodes once they are this share of the rows (nobody waiting)."""
     share_prefix_min: int = 8
     """Prefill a common prompt prefix once for all episodes if it is at least this long."""
+    bucket_rows: int = 32
+    """Rows per decode-attention bucket: rows are grouped by length and each bucket reads the
+    cache only as far as its longest row (0 = one bucket, as wide as the longest row of all)."""
+    regroup_every: int = 128
+    """Steps between regroupings of the rows by length (moving a row copies its cache)."""
 
     def __post_init__(self) -> None:
         for key in ("max_turns", "max_new_tokens", "max_total_tokens"):
@@ -39,4 +44,6 @@ class RolloutConfig:
         require(self.max_batch >= 0, "rollout.max_batch", self.max_batch, "must be >= 0 (0 = all episodes at once)")
         require(0.0 <= self.compact_threshold <= 1.0, "rollout.compact_threshold", self.compact_threshold,
                 "must be in [0, 1]")
+        require(self.bucket_rows >= 0, "rollout.bucket_rows", self.bucket_rows, "must be >= 0 (0 = one bucket)")
+        require(self.regroup_every >= 1, "rollout.regroup_every", self.regroup_every, "must be >= 1")
         require(self.share_prefix_min >= 0, "rollout.share_prefix_min", self.share_prefix_min, "must be >= 0")

@@ -11,8 +11,9 @@ system prompt every episode shares is computed once and copied into each new row
 turn costs the prefill of its new tokens plus decoding, never a re-encode.
 
 Sampling is as before: one seeded generator draws one uniform per sampled row per step
-(rows in cache order), so a run is a pure function of its seed; greedy decoding gives
-each episode the trajectory it would get alone.
+(rows in the order episodes took them: grouping rows by length for the decode attention
+moves their cache, not their draws), so a run is a pure function of its seed; greedy
+decoding gives each episode the trajectory it would get alone.
 
 What comes out is one ``Trajectory`` per episode: token ids, the response mask (1 on
 sampled tokens), sampling log-probs, turn spans, steps, the conversation as the policy saw
@@ -84,6 +85,8 @@ class RolloutStats:
     decode_tokens: int = 0
     """Tokens fed one per row to decode."""
     peak_rows: int = 0
+    rows_moved: int = 0
+    """Rows whose cache moved to group rows of similar length (``RolloutConfig.bucket_rows``)."""
     cache_mb: float = 0.0
     """Largest size of the KV cache buffers."""
     generate_seconds: float = 0.0
@@ -125,7 +128,7 @@ class RolloutEngine:
         """The continuous-batching loop: step, sample, hand ended turns to the environment."""
         cfg, stats = self.config, self.last_stats
         rows = Rows(self.model, min(len(waiting), cfg.max_batch or len(waiting)), cfg.max_new_tokens,
-                    self.chat.eos_token_ids)
+                    self.chat.eos_token_ids, cfg.bucket_rows)
         shared = self._shared_prefix_length([ep.pending for ep in waiting])
         if shared:
             rows.prefill_prefix(waiting[0].pending[:shared])
@@ -154,6 +157,11 @@ class RolloutEngine:
                 if keep:
                     rows.keep(keep)
                     slots = [slots[row] for row in keep]
+            if stats.steps % cfg.regroup_every == 0:
+                order = rows.regroup()
+                if order is not None:
+                    stats.rows_moved += sum(new != old for new, old in enumerate(order))
+                    slots = [slots[row] for row in order]
 
     def _shared_prefix_length(self, prompts: list[list[int]]) -> int:
         """Tokens at the start of every prompt (keeping >= 1 of each), or 0 if below ``share_prefix_min``."""

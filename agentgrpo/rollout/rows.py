@@ -22,9 +22,13 @@ class Rows:
     decoding: (R,) bool; next_token: (R,) the token a decoding row feeds next;
     turn_tokens / turn_logprobs: (R, max_new_tokens) the current turn so far, turn_len (R,)
     of them; budget: (R,) tokens the current turn may have; pending: row → chunk to prefill.
+    draw_order: (R,) the row's place when ``step`` orders its rows for sampling. It moves with
+    the row when ``regroup`` moves rows, so grouping rows by length changes no sampled token.
+    bucket_rows: rows per decode-attention bucket (0: one bucket of all rows).
     """
 
-    def __init__(self, model: torch.nn.Module, count: int, max_new_tokens: int, eos_ids: list[int]):
+    def __init__(self, model: torch.nn.Module, count: int, max_new_tokens: int, eos_ids: list[int],
+                 bucket_rows: int = 0):
         self.model = model
         parameter = next(model.parameters())
         self.device = device = parameter.device
@@ -41,6 +45,8 @@ class Rows:
         self.turn_logprobs = torch.zeros(count, max_new_tokens, dtype=torch.float32, device=device)
         self.eos = torch.tensor(eos_ids, dtype=torch.long, device=device)
         self.pending: dict[int, list[int]] = {}
+        self.draw_order = torch.arange(count, device=device)
+        self.bucket_rows = bucket_rows
 
     @property
     def count(self) -> int:
@@ -73,7 +79,41 @@ class Rows:
         """Drop every other row (idle ones); rows are renumbered in the order given."""
         index = torch.tensor(rows, dtype=torch.long, device=self.device)
         self.cache.keep_rows(index)
-        for name in ("decoding", "next_token", "turn_len", "budget", "turn_tokens", "turn_logprobs"):
+        self._reindex(index, rows)
+        # the kept rows draw in the order they drew before, numbered from 0
+        self.draw_order = torch.argsort(torch.argsort(self.draw_order))
+
+    def regroup(self) -> list[int] | None:
+        """Move rows so each bucket of ``bucket_rows`` holds rows of similar length.
+
+        Row i of bucket b belongs there if its length ranks among the b-th ``bucket_rows``
+        shortest; only rows in the wrong bucket move, each swapped into a place left by one
+        that leaves. Returns the new order (new row i is old row ``order[i]``) or None if
+        nothing moved.
+        """
+        size, count = self.bucket_rows, self.count
+        if size <= 0 or count <= size or not self.cache.prefix:  # buckets serve the shared-prefix decode only
+            return None
+        ranks = torch.empty(count, dtype=torch.long, device=self.device)
+        ranks[torch.argsort(self.cache.lengths, stable=True)] = torch.arange(count, device=self.device)
+        wanted, current = (ranks // size).tolist(), [row // size for row in range(count)]
+        leaving = [row for row in range(count) if wanted[row] != current[row]]
+        if not leaving:
+            return None
+        places: dict[int, list[int]] = {}
+        for row in leaving:  # the places rows leave, per bucket; as many rows arrive in each
+            places.setdefault(current[row], []).append(row)
+        order = list(range(count))
+        for row in leaving:
+            order[places[wanted[row]].pop()] = row
+        index = torch.tensor(order, dtype=torch.long, device=self.device)
+        self.cache.permute_rows(index)
+        self._reindex(index, order)
+        return order
+
+    def _reindex(self, index: torch.Tensor, rows: list[int]) -> None:
+        """New row i takes old row ``rows[i]``'s state (``index`` is ``rows`` as a tensor)."""
+        for name in ("decoding", "next_token", "turn_len", "budget", "turn_tokens", "turn_logprobs", "draw_order"):
             setattr(self, name, getattr(self, name)[index])
         renumber = {old: new for new, old in enumerate(rows)}
         self.pending = {renumber[row]: chunk for row, chunk in self.pending.items()}
@@ -87,15 +127,19 @@ class Rows:
     def step(self) -> tuple[torch.Tensor, torch.Tensor]:
         """One packed forward of every decoding row's token and every pending chunk.
 
-        Returns rows (K,) — the decoding rows ascending, then the prefilled ones — and their
-        next-token logits (K, V). Prefilled rows start a turn (``turn_len`` = 0).
+        Returns rows (K,) — the decoding rows, then the prefilled ones, each part in
+        ``draw_order`` — and their next-token logits (K, V). Prefilled rows start a turn
+        (``turn_len`` = 0).
         """
         input_ids, plan, keep = self._plan()
         logits = self.model(input_ids=input_ids[None], position_ids=plan.write_slots[None], logits_to_keep=keep,
                             use_cache=False, rollout_plan=plan).logits[0]
         prefilled = torch.tensor([seg.row for seg in plan.segments], dtype=torch.long, device=self.device)
         self.turn_len[prefilled] = 0
-        return torch.cat([plan.decode_rows, prefilled]), logits
+        n = plan.decode_rows.shape[0]
+        draw = torch.cat([torch.argsort(self.draw_order[plan.decode_rows], stable=True),
+                          n + torch.argsort(self.draw_order[prefilled], stable=True)])
+        return torch.cat([plan.decode_rows, prefilled])[draw], logits[draw]
 
     def _plan(self) -> tuple[torch.Tensor, StepPlan, torch.Tensor]:
         """The packed input ids (T,), where each token goes, and the positions (K,) to project to logits."""
@@ -120,14 +164,24 @@ class Rows:
         width = int(lengths.max())
         cache.reserve(width)
         cache.lengths = lengths
-        mask = None
+        mask, buckets = None, []
         if n:
             visible = torch.arange(width, device=device)[None, :] < lengths[:, None]
             mask = additive_mask(visible, cache.dtype)[:, None, None, :]
+            buckets = self._buckets(lengths)
         ends = torch.tensor([seg.start + seg.count - 1 for seg in segments], dtype=torch.long, device=device)
         keep = torch.cat([torch.arange(n, device=device), ends])
-        plan = StepPlan(cache, torch.cat(rows), torch.cat(slots), decode_rows, mask, segments)
+        plan = StepPlan(cache, torch.cat(rows), torch.cat(slots), decode_rows, mask, segments, buckets)
         return torch.cat(ids), plan, keep
+
+    def _buckets(self, lengths: torch.Tensor) -> list[tuple[int, int, int]]:
+        """``(first, end, width)`` of each run of ``bucket_rows`` rows, width = its longest row."""
+        size, count = self.bucket_rows, lengths.shape[0]
+        if size <= 0 or count <= size:
+            return []
+        padded = torch.nn.functional.pad(lengths, (0, -count % size))
+        widths = padded.reshape(-1, size).amax(dim=1).tolist()
+        return [(first, min(first + size, count), width) for first, width in zip(range(0, count, size), widths)]
 
     def record(self, rows: torch.Tensor, tokens: torch.Tensor, logprobs: torch.Tensor) -> list[int]:
         """Append each row's sampled token to its turn; returns the rows whose turn ended

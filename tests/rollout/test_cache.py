@@ -150,3 +150,42 @@ def test_ragged_attention_is_plain_sdpa_outside_a_step_and_is_restored(model):
         assert model.config._attn_implementation == RAGGED_ATTENTION
         torch.testing.assert_close(model(input_ids=ids).logits, expected, atol=1e-5, rtol=0)
     assert model.config._attn_implementation == before
+
+
+@torch.no_grad()
+def test_regrouping_rows_by_length_moves_their_caches_not_their_draws(model):
+    rng = random.Random(2)
+    prefix = random_chunk(rng, 12, 12)
+    rows = Rows(model, 5, max_new_tokens=8, eos_ids=[EOS], bucket_rows=2)
+    with ragged_attention(model):
+        rows.prefill_prefix(prefix)
+    sequences = []
+    for row, own in enumerate([30, 2, 25, 4, 10]):
+        tail = random_chunk(rng, own, own)
+        rows.start(row, tail, budget=8)
+        sequences.append(prefix + tail)
+
+    def decode_step(expected_rows: list[int]) -> None:
+        step_rows = check_step(model, rows, sequences)
+        assert step_rows.tolist() == expected_rows
+        tokens = torch.tensor([rng.randrange(1, EOS) for _ in step_rows])
+        for row, token in zip(step_rows.tolist(), tokens.tolist()):
+            sequences[row].append(token)
+        assert rows.record(step_rows, tokens, torch.zeros(len(tokens))) == []
+
+    decode_step([0, 1, 2, 3, 4])
+    assert rows.cache.lengths.tolist() == [42, 14, 37, 16, 22]
+    # by length rows 1, 3 | 4, 2 | 0: rows 1 and 2 are in their bucket already; 0, 3 and 4 move
+    order = rows.regroup()
+    assert order == [3, 1, 2, 4, 0]
+    sequences = [sequences[row] for row in order]
+    assert rows.cache.lengths.tolist() == [16, 14, 37, 22, 42]
+    assert rows.regroup() is None  # grouped: nothing moves
+    # every row's logits still match a plain forward, and rows are returned in their old order
+    decode_step([4, 1, 2, 0, 3])
+    _, plan, _ = rows._plan()  # the next step's plan: each bucket as wide as its longest row
+    assert plan.buckets == [(0, 2, 18), (2, 4, 39), (4, 5, 44)]
+    # dropping a row keeps the others' draw order
+    rows.release(2)
+    rows.keep([0, 1, 3, 4])
+    assert rows.draw_order.tolist() == [2, 1, 3, 0]

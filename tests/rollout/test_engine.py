@@ -124,6 +124,21 @@ def test_episodes_joining_later_are_seeded_too(setup):
     assert [t.token_ids for t in first] != [t.token_ids for t in other]
 
 
+def test_grouping_rows_by_length_changes_no_trajectory(setup):
+    # 8 sampled episodes through 5 rows in buckets of 2, regrouped every step, against one bucket
+    bundle, model, chat = setup
+    runs = {}
+    for bucket_rows in (0, 2):
+        config = RolloutConfig(max_turns=4, max_new_tokens=24, max_total_tokens=520, temperature=0.8,
+                               max_batch=5, bucket_rows=bucket_rows, regroup_every=1)
+        engine = RolloutEngine(model, chat, config)
+        runs[bucket_rows] = engine.run(specs(bundle, n_tasks=2, group=4, max_steps=4), seed=9)
+        assert engine.last_stats.rows_moved > 0 if bucket_rows else engine.last_stats.rows_moved == 0
+    assert [t.token_ids for t in runs[2]] == [t.token_ids for t in runs[0]]
+    for grouped, plain in zip(runs[2], runs[0]):
+        torch.testing.assert_close(grouped.logprobs, plain.logprobs, atol=1e-5, rtol=0)
+
+
 def test_runs_under_autocast(setup):
     # on CUDA the trainer rolls out under bfloat16 autocast: keys (float32 out of RoPE) and values
     # (bfloat16) are kept in the autocast dtype
