@@ -90,3 +90,15 @@ def test_train_step_benchmark_compares_with_trl_on_identical_prompts(policy_cach
     assert bench["ours_vs_trl_step_time_ratio"][0] > 0
     assert "tokenisations differ" not in out  # TRL's chat template gives our prompt tokens
     assert re.search(r"TRL step 2: [\d.]+ s", out)  # warm-up + 1 measured step ran
+
+
+def test_decode_buckets_benchmark_keeps_trajectories_and_moves_rows(policy_cache):
+    out, bench = run_benchmark("decode_buckets.py", policy_cache)
+    assert set(bench) == {"decode_one_bucket_seconds", "decode_bucketed_seconds", "decode_rows_moved",
+                          "decode_bucketed_same_trajectories", "decode_bucketed_speedup"}
+    assert bench["decode_bucketed_same_trajectories"] == (1.0, "== 1")  # grouping moves caches, not draws
+    assert bench["decode_rows_moved"][0] > 0  # --quick: 6 rows in buckets of 2, regrouped every 4 steps
+    assert bench["decode_bucketed_speedup"][1] == ">= 1.05"
+    ratio = bench["decode_one_bucket_seconds"][0] / bench["decode_bucketed_seconds"][0]
+    assert bench["decode_bucketed_speedup"][0] == pytest.approx(ratio, rel=1e-2)
+    assert "4 tasks x 2 episodes through 6 rows; bucket_rows=2, regroup_every=4" in out
