@@ -7,9 +7,9 @@ the rows are regrouped by length every ``rollout.regroup_every`` steps and each 
 only as far as its longest row. The workload is what ``agentgrpo eval`` runs: greedy
 episodes of up to 20 turns of up to 160 tokens, more episodes than cache rows, so episodes
 join the rows of finished ones and row lengths spread (the default: the 40 covered and
-uncovered tasks of the generated world × 4 user seeds = 160 episodes through 64 rows). Both
+uncovered tasks of the generated world × 2 user seeds = 80 episodes through 64 rows). Both
 settings must give the same trajectories, token for token; the engine alternates
-between them, one warm-up run each, then ``--reps`` timed pairs.
+between them, one warm-up run each, then ``--reps`` (1) timed pairs.
 
 Run: ``python benchmarks/decode_buckets.py [--policy DIR]`` (``--policy``: e.g. an SFT or
 GRPO checkpoint of ``agentgrpo ablate``; the default is the benchmarks' SFT policy, trained
@@ -45,9 +45,9 @@ from agentgrpo.rollout.engine import RolloutEngine
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_policy_arguments(parser)
-    parser.add_argument("--episodes-per-task", type=int, default=4, help="user seeds per task")
+    parser.add_argument("--episodes-per-task", type=int, default=2, help="user seeds per task")
     parser.add_argument("--max-batch", type=int, default=64, help="cache rows (episodes at once)")
-    parser.add_argument("--reps", type=int, default=2, help="timed pairs")
+    parser.add_argument("--reps", type=int, default=1, help="timed pairs")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="smoke size")
     args = parser.parse_args()
