@@ -13,7 +13,7 @@ between them, one warm-up run each, then ``--reps`` (1) timed pairs.
 
 Run: ``python benchmarks/decode_buckets.py [--policy DIR]`` (``--policy``: e.g. an SFT or
 GRPO checkpoint of ``agentgrpo ablate``; the default is the benchmarks' SFT policy, trained
-once). One thread by default, as each job of ``agentgrpo ablate`` runs. About 6 minutes on
+once). One thread by default, as each job of ``agentgrpo ablate`` runs. About 8 minutes on
 a quiet core; ``--quick`` is a smoke run (8 short episodes through 6 rows in buckets of 2,
 with a barely trained policy). Ends with BENCH lines.
 """
