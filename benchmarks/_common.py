@@ -18,6 +18,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -115,6 +116,17 @@ def add_policy_arguments(parser: Any) -> None:
     parser.add_argument("--policy", help="checkpoint dir, or 'random' for the tiny preset with random "
                         "weights (default: the short SFT policy, trained once into --policy-cache)")
     parser.add_argument("--policy-cache", help="where the default SFT policy is kept (default: runs/bench)")
+
+
+def load_benchmark_policy(bundle: EnvBundle, init: str | None, seed: int = 0, cache: str | Path | None = None,
+                          quick: bool = False) -> tuple[Any, ChatFormat]:
+    """The benchmark's policy (``policy_dir``) loaded: ``(model, chat format)``."""
+    from agentgrpo.policy.hf import load_policy
+
+    with tempfile.TemporaryDirectory(prefix="bench-policy-") as workdir:
+        checkpoint = policy_dir(bundle, workdir, init, seed, cache, quick)
+        model, tokenizer = load_policy(checkpoint)
+        return model, chat_format(bundle, tokenizer, checkpoint)
 
 
 def chat_format(bundle: EnvBundle, tokenizer: Any, checkpoint: str | Path) -> ChatFormat:

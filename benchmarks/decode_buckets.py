@@ -22,22 +22,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import tempfile
 
 from _common import (
     add_policy_arguments,
     airline_specs,
     bench,
-    chat_format,
+    load_benchmark_policy,
     median,
-    policy_dir,
     set_threads,
     timed,
     world,
 )
 
 from agentgrpo.envs.airline.factory import EnvConfig
-from agentgrpo.policy.hf import load_policy
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.rollout.engine import RolloutEngine
 
@@ -55,10 +52,7 @@ def main() -> None:
     env_config = EnvConfig()
     bundle = world(env_config)
     tasks = bundle.tasks(["covered_seen", "uncovered_seen"])
-    with tempfile.TemporaryDirectory(prefix="bench-buckets-") as workdir:
-        checkpoint = policy_dir(bundle, workdir, args.policy, 0, args.policy_cache, args.quick)
-        model, tokenizer = load_policy(checkpoint)
-        chat = chat_format(bundle, tokenizer, checkpoint)
+    model, chat = load_benchmark_policy(bundle, args.policy, 0, args.policy_cache, args.quick)
     # evaluation's limits (eval.yaml): 20 turns of <= 160 tokens, greedy
     bucketed = RolloutConfig(max_turns=20, max_new_tokens=160, max_total_tokens=4096, temperature=0.0,
                              max_batch=args.max_batch)

@@ -14,16 +14,14 @@ minute on 2 cores. Ends with BENCH lines.
 from __future__ import annotations
 
 import argparse
-import tempfile
 
 from _common import (
     add_policy_arguments,
     airline_specs,
     bench,
-    chat_format,
+    load_benchmark_policy,
     median,
     peak_rss_mb,
-    policy_dir,
     set_threads,
     timed,
     world,
@@ -31,7 +29,6 @@ from _common import (
 
 import agentgrpo.rollout.engine as engine_module
 from agentgrpo.envs.airline.factory import EnvConfig
-from agentgrpo.policy.hf import load_policy
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.rollout.engine import RolloutEngine
 
@@ -47,10 +44,7 @@ def main() -> None:
     env_config = EnvConfig()
     bundle = world(env_config)
     tasks = bundle.tasks(["covered_seen", "uncovered_seen"])[:4]
-    with tempfile.TemporaryDirectory(prefix="bench-engine-") as workdir:
-        checkpoint = policy_dir(bundle, workdir, args.policy, args.seed, args.policy_cache)
-        model, tokenizer = load_policy(checkpoint)
-        chat = chat_format(bundle, tokenizer, checkpoint)
+    model, chat = load_benchmark_policy(bundle, args.policy, args.seed, args.policy_cache)
     # rollout.py's defaults: 4 tasks x 8 episodes, 8 turns of <= 64 tokens, temperature 0.5
     engine = RolloutEngine(model, chat, RolloutConfig(max_turns=8, max_new_tokens=64, max_total_tokens=4096,
                                                       temperature=0.5))

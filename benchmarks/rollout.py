@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import tempfile
 from collections.abc import Callable
 
 from _baselines import NaiveStats, ceiling_generate, naive_rollout
@@ -36,10 +35,9 @@ from _common import (
     add_policy_arguments,
     airline_specs,
     bench,
-    chat_format,
+    load_benchmark_policy,
     median,
     peak_rss_mb,
-    policy_dir,
     set_threads,
     timed,
     world,
@@ -47,7 +45,6 @@ from _common import (
 
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.envs.airline.factory import EnvConfig
-from agentgrpo.policy.hf import load_policy
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine, RolloutStats
 
@@ -128,10 +125,7 @@ def main() -> None:
     env_config = EnvConfig()
     bundle = world(env_config)
     tasks = bundle.tasks(["covered_seen", "uncovered_seen"])[: args.tasks]
-    with tempfile.TemporaryDirectory(prefix="bench-rollout-") as workdir:
-        checkpoint = policy_dir(bundle, workdir, args.policy, args.seed, args.policy_cache, args.quick)
-        model, tokenizer = load_policy(checkpoint)
-        chat = chat_format(bundle, tokenizer, checkpoint)
+    model, chat = load_benchmark_policy(bundle, args.policy, args.seed, args.policy_cache, args.quick)
     config = RolloutConfig(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                            max_total_tokens=args.max_total_tokens, temperature=args.temperature)
     engine = RolloutEngine(model, chat, config)
