@@ -16,7 +16,9 @@ The step's partition into mini- and micro-batches is planned once (``plan_update
 old log-probs, every epoch's updates and the after-update LLD pass run on the same
 micro-batches, in the same mode, with dropout off (``agentgrpo.train.step_plan``), so on
 unchanged weights new == old bit for bit — LLDS is exactly 0 on the first mini-batch and
-the LLD rate is 0 when nothing was learned.
+the LLD rate is 0 when nothing was learned. The same identity lets the first mini-batch take
+its old log-probs from its own update forward, and the first step take the reference's from
+the policy's, instead of passes of their own (``share_forwards``).
 
 Everything random is derived from ``(seed, step)`` and the generation round (task order,
 user simulators, sampling, mini-batch shuffles); the frontier sampler's statistics are
@@ -80,6 +82,12 @@ class GRPOTrainer:
     """Holds the model, optimizer, environment and engine; ``step()`` runs one training step,
     ``train()`` the loop over them (with validation, logging and checkpoints)."""
 
+    share_forwards: bool = True
+    """Skip the passes whose values another forward already gives: the first mini-batch's old
+    log-probs are its update forward's (``learn``), and before the policy's first step its
+    log-probs are the reference's (``compute_old_logprobs``). False runs every pass, the
+    baseline the saving is measured against."""
+
     def __init__(self, config: GRPOConfig, resume: bool = False, force: bool = False,
                  task_refill: TaskRefill | None = None):
         """``task_refill(step)``: fresh training tasks for the frontier sampler's pool (a domain that
@@ -117,6 +125,9 @@ class GRPOTrainer:
         self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
         self.scheduler = make_scheduler(self.optimizer, t.steps * updates_per_step, t.warmup_steps, t.lr_schedule)
         self.start_step = 0
+        self._ref_is_policy = True
+        """No optimizer step yet in this run: the policy has the reference's weights (both are
+        ``policy.init``), so its log-probs serve as the reference's."""
         self.last_batch: RolloutBatch | None = None
         """The batch the latest ``step()`` trained on (None if it learned from nothing): its tokens
         and plan are what a benchmark measures the update against."""
@@ -124,6 +135,7 @@ class GRPOTrainer:
             restore_training_state(checkpoint, self.optimizer, self.scheduler)
             state = load_trainer_state(checkpoint)
             self.start_step = state["step"]
+            self._ref_is_policy = False
             self.sampler.load_state_dict(state.get("task_sampler", {"kind": "uniform"}), self.start_step)
         else:
             (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
@@ -277,11 +289,14 @@ class GRPOTrainer:
 
         clock = time.perf_counter()
         plan = self.plan_updates(batch, step)
-        self.compute_old_logprobs(batch, plan)
+        # the first mini-batch's old log-probs come from its own update forward (same weights,
+        # same micro-batches: the same values) instead of a pass of their own
+        deferred = plan.mini_batches[0] if self.share_forwards and self._recomputes_old else []
+        self.compute_old_logprobs(batch, plan, deferred=deferred)
         timings[metric.PERF_OLD_LOGPROB_S] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        metrics = {**adv_metrics, **self.update(batch, plan)}
+        metrics = {**adv_metrics, **self.update(batch, plan, fill_first=bool(deferred))}
         timings[metric.PERF_UPDATE_S] = time.perf_counter() - clock
         if self.config.trainer.lld_diagnostic:
             clock = time.perf_counter()
@@ -326,25 +341,44 @@ class GRPOTrainer:
                             mini_batch_size=t.mini_batch_size, micro_batch_size=t.micro_batch_size)
 
     @torch.no_grad()
-    def compute_old_logprobs(self, batch: RolloutBatch, plan: UpdatePlan) -> None:
+    def compute_old_logprobs(self, batch: RolloutBatch, plan: UpdatePlan,
+                             deferred: list[list[int]] | None = None) -> None:
         """Behaviour-policy (and reference) log-probs: recomputed on the plan's micro-batches
-        (those of the first update, so LLDS is exactly 0 there), or the sampler's (bypass)."""
+        (those of the first update, so LLDS is exactly 0 there), or the sampler's (bypass).
+
+        ``deferred`` micro-batches (recompute only) are left at 0 here: ``update(fill_first=True)``
+        fills them from the first mini-batch's forward. While the policy still has the
+        reference's weights (no optimizer step yet in this run, recompute mode), the reference
+        log-probs are the policy's: the same weights on the same micro-batches give the same
+        values (bit for bit without autocast), so the reference pass is skipped.
+        """
+        deferred = deferred or []
+        if deferred and not self._recomputes_old:
+            raise ValueError("deferred old log-probs need trainer.old_logprobs=recompute")
+        now = [micro for micro in plan.micro_batches if micro not in deferred]
         with self._training_mode():
-            if self.config.trainer.old_logprobs == "recompute":
-                batch.old_logprobs = self._batch_logprobs(self.forward, batch, plan.micro_batches)
+            if self._recomputes_old:
+                batch.old_logprobs = self._batch_logprobs(self.forward, batch, now)
             else:
                 batch.old_logprobs = batch.rollout_logprobs * batch.response_mask
-        if self.reference_forward is not None:
+        if self.reference_forward is None:
+            return
+        if self._ref_from_policy:
+            batch.ref_logprobs = batch.old_logprobs.clone()
+        else:
             batch.ref_logprobs = self._batch_logprobs(self.reference_forward, batch, plan.micro_batches)
 
-    def update(self, batch: RolloutBatch, plan: UpdatePlan) -> dict[str, float]:
+    def update(self, batch: RolloutBatch, plan: UpdatePlan, fill_first: bool = False) -> dict[str, float]:
         """``ppo_epochs`` passes over the planned mini-batches, one optimizer step each; returns
-        loss metrics averaged over them (``algo/grad_norm_max``: the largest pre-clip norm)."""
+        loss metrics averaged over them (``algo/grad_norm_max``: the largest pre-clip norm).
+        ``fill_first``: the first mini-batch's old log-probs were deferred
+        (``compute_old_logprobs``); its forward, before any step, supplies them."""
         sums: dict[str, float] = {}
         grad_norms = []
-        for _ in range(self.config.trainer.ppo_epochs):
-            for micro_batches in plan.mini_batches:
-                update = self._mini_batch_update(batch, micro_batches)
+        for epoch in range(self.config.trainer.ppo_epochs):
+            for index, micro_batches in enumerate(plan.mini_batches):
+                first = fill_first and epoch == 0 and index == 0
+                update = self._mini_batch_update(batch, micro_batches, fill_old=first)
                 grad_norms.append(update[metric.ALGO_GRAD_NORM])
                 for key, value in update.items():
                     sums[key] = sums.get(key, 0.0) + value
@@ -352,8 +386,11 @@ class GRPOTrainer:
         metrics[metric.ALGO_GRAD_NORM_MAX] = max(grad_norms, default=0.0)
         return metrics
 
-    def _mini_batch_update(self, batch: RolloutBatch, micro_batches: list[list[int]]) -> dict[str, float]:
-        """One optimizer step on ``grpo_objective``, accumulated over the mini-batch's micro-batches."""
+    def _mini_batch_update(self, batch: RolloutBatch, micro_batches: list[list[int]],
+                           fill_old: bool = False) -> dict[str, float]:
+        """One optimizer step on ``grpo_objective``, accumulated over the mini-batch's micro-batches.
+        ``fill_old``: the weights are still the behaviour policy's, so each micro-batch's own
+        log-probs are its old ones (and the reference's, see ``compute_old_logprobs``)."""
         algo, t = self.config.algo, self.config.trainer
         rows = [row for micro in micro_batches for row in micro]
         mask = batch.response_mask[rows]
@@ -371,6 +408,8 @@ class GRPOTrainer:
                 scores = self.forward.token_logprobs(micro.input_ids, micro.attention_mask, micro.response_mask,
                                                      temperature=self._temperature, with_entropy=True,
                                                      entropy_grad=algo.entropy_coef > 0)
+                if fill_old:
+                    micro = self._fill_old_logprobs(batch, micro_rows, scores.logprobs.detach())
                 loss, parts = grpo_objective(
                     scores.logprobs, micro.old_logprobs, micro.advantages, micro.response_mask,
                     seq_adv=micro.seq_advantages, ref_logp=micro.ref_logprobs, entropy=scores.entropy,
@@ -387,6 +426,7 @@ class GRPOTrainer:
         if not skip:
             self.optimizer.step()
             self.scheduler.step()
+            self._ref_is_policy = False
         metrics[metric.ALGO_LR] = self.scheduler.get_last_lr()[0]
         return metrics
 
@@ -435,6 +475,28 @@ class GRPOTrainer:
                                state, keep_last=self.config.trainer.keep_last, agent_config=self.agent_config)
 
     # ------------------------------------------------------------------------- helpers
+    @property
+    def _recomputes_old(self) -> bool:
+        return self.config.trainer.old_logprobs == "recompute"
+
+    @property
+    def _ref_from_policy(self) -> bool:
+        """The reference log-probs are the recomputed old ones (the policy has not moved yet).
+        Only where the two forwards compute alike: a checkpointed policy does not share the
+        prompt prefix in training mode and a LoRA policy adds unmerged adapters, so there the
+        values would agree only up to rounding and the reference keeps its own pass."""
+        policy = self.config.policy
+        return (self.reference_forward is not None and self._ref_is_policy and self.share_forwards
+                and self._recomputes_old and not policy.gradient_checkpointing and policy.lora.rank == 0)
+
+    def _fill_old_logprobs(self, batch: RolloutBatch, rows: list[int], logprobs: torch.Tensor) -> RolloutBatch:
+        """Write a micro-batch's deferred old (and, at the reference's weights, reference)
+        log-probs into ``batch``; returns the micro-batch with them."""
+        batch.old_logprobs[rows, : logprobs.shape[1]] = logprobs
+        if self._ref_from_policy:
+            batch.ref_logprobs[rows, : logprobs.shape[1]] = logprobs
+        return batch.select(rows)
+
     @property
     def _temperature(self) -> float:
         temperature = self.config.rollout.temperature

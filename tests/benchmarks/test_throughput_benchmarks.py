@@ -102,3 +102,15 @@ def test_decode_buckets_benchmark_keeps_trajectories_and_moves_rows(policy_cache
     ratio = bench["decode_one_bucket_seconds"][0] / bench["decode_bucketed_seconds"][0]
     assert bench["decode_bucketed_speedup"][0] == pytest.approx(ratio, rel=1e-2)
     assert "4 tasks x 2 episodes through 6 rows; bucket_rows=2, regroup_every=4" in out
+
+
+def test_shared_forwards_benchmark_finds_identical_results(policy_cache):
+    out, bench = run_benchmark("shared_forwards.py", policy_cache, "--steps", "2")
+    assert set(bench) == {"shared_forwards_same_results", "shared_forwards_learn_seconds_apart",
+                          "shared_forwards_learn_seconds_shared", "shared_forwards_step_saving_frac",
+                          "shared_forwards_learn_speedup"}
+    assert bench["shared_forwards_same_results"] == (1.0, "== 1")  # skipping passes changes no bit
+    assert bench["shared_forwards_learn_speedup"][1] == ">= 1.15"
+    ratio = bench["shared_forwards_learn_seconds_apart"][0] / bench["shared_forwards_learn_seconds_shared"][0]
+    assert bench["shared_forwards_learn_speedup"][0] == pytest.approx(ratio, rel=1e-2)
+    assert len(re.findall(r"^step [12] (apart |shared): rollout", out, re.MULTILINE)) == 4

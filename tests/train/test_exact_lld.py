@@ -11,6 +11,7 @@ import pytest
 import torch
 from helpers import SMALL_ENV_OVERRIDES
 
+from agentgrpo import metric_names as metric
 from agentgrpo.config import load_config
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
@@ -175,3 +176,48 @@ def test_seq_mean_token_sum_norm_divides_every_micro_batch_by_the_mini_batchs_ho
         losses.append(trainer._mini_batch_update(batch, plan.mini_batches[0])["loss/pg"])
     assert losses[0] != 0.0
     assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+
+
+class CountedForward:
+    """A trainer's forward with its calls counted (the real forward runs)."""
+
+    def __init__(self, forward):
+        self.forward, self.calls = forward, 0
+
+    def token_logprobs(self, *args, **kwargs):
+        self.calls += 1
+        return self.forward.token_logprobs(*args, **kwargs)
+
+
+@pytest.mark.parametrize("overrides", [[], ["policy.gradient_checkpointing=true"]], ids=["plain", "checkpointed"])
+def test_sharing_the_first_forward_saves_passes_and_changes_no_bit(tiny_policy_dir, tmp_path, trajectories,
+                                                                   overrides):
+    """Two learning steps on the same batch: the first mini-batch's old log-probs from its own
+    update forward, and the reference's from the policy before its first step, give the same
+    weights, log-probs and metrics bit for bit as separate passes, with fewer forwards."""
+    runs = []
+    for share in (False, True):
+        trainer = GRPOTrainer(llds_config(tiny_policy_dir, tmp_path / str(share), "algo.kl_coef=0.05", *overrides))
+        trainer.share_forwards = share
+        trainer.forward, trainer.reference_forward = CountedForward(trainer.forward), CountedForward(
+            trainer.reference_forward)
+        calls, steps = [], []
+        for step in range(2):
+            metrics = trainer.learn(trajectories, step, {metric.PERF_SCORE_S: 0.0})
+            calls.append((trainer.forward.calls, trainer.reference_forward.calls))
+            trainer.forward.calls = trainer.reference_forward.calls = 0
+            steps.append((metrics, trainer.last_batch.old_logprobs, trainer.last_batch.ref_logprobs))
+        runs.append((calls, steps, [p.detach().clone() for p in trainer.model.parameters()]))
+    (calls_apart, steps_apart, weights_apart), (calls_shared, steps_shared, weights_shared) = runs
+    # 4 micro-batches of 2 rows: old 4 + updates 4 + LLD pass 4 policy forwards, 4 reference ones
+    assert calls_apart == [(12, 4), (12, 4)]
+    # shared: old for the second mini-batch only (2); the reference's only once the policy moved
+    # (a checkpointed policy's training forward does not share the prefix: the reference keeps its pass)
+    assert calls_shared == ([(10, 4), (10, 4)] if overrides else [(10, 0), (10, 4)])
+    for (metrics_a, old_a, ref_a), (metrics_s, old_s, ref_s) in zip(steps_apart, steps_shared):
+        assert torch.equal(old_a, old_s) and torch.equal(ref_a, ref_s)
+        assert metrics_a == metrics_s
+    assert steps_apart[1][0]["loss/kl"] > 0  # the KL term is live
+    assert all(torch.equal(a, s) for a, s in zip(weights_apart, weights_shared))
+    assert not all(torch.equal(a, s) for a, s in zip(weights_apart, GRPOTrainer(
+        llds_config(tiny_policy_dir, tmp_path / "fresh")).model.parameters()))  # the steps did learn

@@ -1,0 +1,126 @@
+"""GRPO's shared forwards: the log-prob passes the trainer skips, exact, and the time they save.
+
+Before its updates a GRPO step scores the batch twice without gradients: the old log-probs
+(the policy) and the reference's (the KL term). Two of those passes repeat values another
+forward gives anyway (``GRPOTrainer.share_forwards``):
+
+- the first mini-batch's old log-probs are what its own update forward computes (same weights,
+  same micro-batches), so they are taken from it;
+- until the policy's first optimizer step its weights are the reference's, so on the first
+  step the reference's log-probs are the policy's.
+
+Two trainers with the same settings run side by side, step by step (so both see the same
+machine): one with every pass (the baseline), one sharing. Their rollouts, batches, metrics
+and final weights must be identical bit for bit; the time saved is read from the steps'
+``perf/`` phases (old log-probs + update; the rollout is reported for the share of a step).
+
+Default settings: the ``cpu`` ablation preset's GRPO stage (``configs/ablate/cpu.yaml``),
+experiment ``joint``, from ``--policy`` (that preset's SFT checkpoint: ``runs/ablation-cpu/
+sft/seed0/final`` after a grid; default: the benchmarks' short SFT policy).
+
+Run: ``python benchmarks/shared_forwards.py [--policy DIR] [--steps 2] [--quick]`` (about 6
+minutes on 2 cores of a recent Xeon for the cpu preset's 2 steps × 2 trainers). Ends with
+BENCH lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+from pathlib import Path
+
+import torch
+from _common import add_policy_arguments, bench, policy_dir, set_threads, world
+
+from agentgrpo import metric_names as metric
+from agentgrpo.config import load_config
+from agentgrpo.jobs.ablate import load_preset
+from agentgrpo.train.batch import RolloutBatch
+from agentgrpo.train.grpo import GRPOTrainer
+from agentgrpo.train.grpo_config import GRPOConfig
+
+LEARN_SPEEDUP_TARGET = 1.15
+"""Old log-probs + update, baseline ÷ shared, over the first two steps. By pass count: step 1
+runs old 1 + reference 1 + update 3 forward-equivalents against 0.5 + 0 + 3, step 2 2 + 3
+against 1.5 + 3: 10 against 8, 1.25, less what the passes do not save (batch assembly,
+the optimizer step)."""
+
+QUICK = ["trainer.tasks_per_step=2", "trainer.group_size=4", "trainer.mini_batch_size=4",
+         "trainer.micro_batch_size=2", "rollout.max_turns=6", "rollout.max_new_tokens=64",
+         "env.train_worlds=2", "trainer.dynamic_sampling=false"]
+"""``--quick``: a small batch of short episodes (a smoke run)."""
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_policy_arguments(parser)
+    parser.add_argument("--preset", default="cpu", help="ablation preset whose GRPO stage is run (default: cpu)")
+    parser.add_argument("--experiment", default="joint")
+    parser.add_argument("--steps", type=int, default=2, help="steps per trainer (the first shares the most)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per trainer (the grid's jobs use 1)")
+    parser.add_argument("--quick", action="store_true", help="a small batch of short episodes (smoke run)")
+    return parser.parse_args()
+
+
+def make_trainer(overrides: list[str], share: bool) -> GRPOTrainer:
+    trainer = GRPOTrainer(load_config(GRPOConfig, overrides, defaults="grpo.yaml"))
+    trainer.share_forwards = share
+    return trainer
+
+
+def same_values(apart: dict[str, float], shared: dict[str, float]) -> bool:
+    """Every metric but the timings equal (NaN equal to NaN)."""
+    keys = {key for key in apart if not key.startswith("perf/")}
+    return keys == {key for key in shared if not key.startswith("perf/")} and all(
+        apart[key] == shared[key] or (math.isnan(apart[key]) and math.isnan(shared[key])) for key in keys)
+
+
+def same_batches(apart: RolloutBatch | None, shared: RolloutBatch | None) -> bool:
+    """The same episodes with the same old and reference log-probs (or both steps learned nothing)."""
+    if apart is None or shared is None:
+        return apart is shared
+    return all(torch.equal(getattr(apart, name), getattr(shared, name)) if getattr(apart, name) is not None
+               else getattr(shared, name) is None for name in ("input_ids", "old_logprobs", "ref_logprobs"))
+
+
+def main() -> None:
+    args = parse_args()
+    set_threads(args.threads)
+    with tempfile.TemporaryDirectory(prefix="bench-shared-") as workdir:
+        checkpoint = policy_dir(world(), workdir, args.policy, args.seed, args.policy_cache, args.quick)
+        base = [*load_preset(args.preset).get("grpo", []), f"experiment={args.experiment}",
+                f"policy.init={checkpoint}", f"seed={args.seed}", f"trainer.steps={args.steps}",
+                "logging.progress=false", "logging.trackers=[]", *(QUICK if args.quick else [])]
+        trainers = {share: make_trainer([*base, f"run_dir={Path(workdir) / str(share)}"], share)
+                    for share in (False, True)}
+        seconds = {share: {"rollout": 0.0, "learn": 0.0} for share in trainers}
+        same = True
+        for step in range(args.steps):
+            metrics = {share: trainer.step(step) for share, trainer in trainers.items()}
+            for share, m in metrics.items():
+                seconds[share]["rollout"] += m[metric.PERF_ROLLOUT_S]
+                seconds[share]["learn"] += m.get(metric.PERF_OLD_LOGPROB_S, 0.0) + m.get(metric.PERF_UPDATE_S, 0.0)
+                print(f"step {step + 1} {'shared' if share else 'apart '}: rollout {m[metric.PERF_ROLLOUT_S]:.1f} s, "
+                      f"old log-probs {m.get(metric.PERF_OLD_LOGPROB_S, 0.0):.1f} s, "
+                      f"update {m.get(metric.PERF_UPDATE_S, 0.0):.1f} s", flush=True)
+            same &= same_values(metrics[False], metrics[True])
+            same &= same_batches(trainers[False].last_batch, trainers[True].last_batch)
+        same &= all(torch.equal(a, b) for a, b in zip(trainers[False].model.parameters(),
+                                                       trainers[True].model.parameters()))
+    learn_speedup = seconds[False]["learn"] / seconds[True]["learn"]
+    step_apart = seconds[False]["rollout"] + seconds[False]["learn"]
+    saving = (seconds[False]["learn"] - seconds[True]["learn"]) / step_apart
+    print(f"\n{args.steps} steps of {args.preset}/{args.experiment}: learning {seconds[False]['learn']:.1f} s "
+          f"apart, {seconds[True]['learn']:.1f} s shared; rollouts {seconds[False]['rollout']:.1f} s "
+          f"and {seconds[True]['rollout']:.1f} s; saved {saving:.1%} of the steps")
+    bench("shared_forwards_same_results", int(same), "== 1")
+    bench("shared_forwards_learn_seconds_apart", seconds[False]["learn"])
+    bench("shared_forwards_learn_seconds_shared", seconds[True]["learn"])
+    bench("shared_forwards_step_saving_frac", saving)
+    bench("shared_forwards_learn_speedup", learn_speedup, f">= {LEARN_SPEEDUP_TARGET}")
+
+
+if __name__ == "__main__":
+    main()
