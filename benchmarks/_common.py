@@ -12,6 +12,7 @@ under ``runs/bench/``), because a policy with random weights runs every turn to
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import resource
 import shutil
@@ -162,6 +163,27 @@ def median(values: list[float]) -> float:
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (Linux reports ru_maxrss in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def same_metrics(a: dict[str, float], b: dict[str, float], ignore: tuple[str, ...] = ("perf/",)) -> bool:
+    """Two steps' metrics equal (NaN equal to NaN), leaving out the keys that start with ``ignore``
+    (by default the timings)."""
+    keys = {key for key in a if not key.startswith(ignore)}
+    return keys == {key for key in b if not key.startswith(ignore)} and all(
+        a[key] == b[key] or (math.isnan(a[key]) and math.isnan(b[key])) for key in keys)
+
+
+def same_batches(a: Any, b: Any) -> bool:
+    """Two ``RolloutBatch``es with the same episodes and the same old and reference log-probs
+    (or both steps learned nothing: None)."""
+    if a is None or b is None:
+        return a is b
+    return all(torch.equal(getattr(a, name), getattr(b, name)) if getattr(a, name) is not None
+               else getattr(b, name) is None for name in ("input_ids", "old_logprobs", "ref_logprobs"))
+
+
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
 
 
 def bench(name: str, value: float, target: str = "info") -> None:

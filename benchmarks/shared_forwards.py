@@ -26,17 +26,23 @@ BENCH lines.
 from __future__ import annotations
 
 import argparse
-import math
 import tempfile
 from pathlib import Path
 
-import torch
-from _common import add_policy_arguments, bench, policy_dir, set_threads, world
+from _common import (
+    add_policy_arguments,
+    bench,
+    policy_dir,
+    same_batches,
+    same_metrics,
+    same_weights,
+    set_threads,
+    world,
+)
 
 from agentgrpo import metric_names as metric
 from agentgrpo.config import load_config
 from agentgrpo.jobs.ablate import load_preset
-from agentgrpo.train.batch import RolloutBatch
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
 
@@ -70,21 +76,6 @@ def make_trainer(overrides: list[str], share: bool) -> GRPOTrainer:
     return trainer
 
 
-def same_values(apart: dict[str, float], shared: dict[str, float]) -> bool:
-    """Every metric but the timings equal (NaN equal to NaN)."""
-    keys = {key for key in apart if not key.startswith("perf/")}
-    return keys == {key for key in shared if not key.startswith("perf/")} and all(
-        apart[key] == shared[key] or (math.isnan(apart[key]) and math.isnan(shared[key])) for key in keys)
-
-
-def same_batches(apart: RolloutBatch | None, shared: RolloutBatch | None) -> bool:
-    """The same episodes with the same old and reference log-probs (or both steps learned nothing)."""
-    if apart is None or shared is None:
-        return apart is shared
-    return all(torch.equal(getattr(apart, name), getattr(shared, name)) if getattr(apart, name) is not None
-               else getattr(shared, name) is None for name in ("input_ids", "old_logprobs", "ref_logprobs"))
-
-
 def main() -> None:
     args = parse_args()
     set_threads(args.threads)
@@ -105,10 +96,9 @@ def main() -> None:
                 print(f"step {step + 1} {'shared' if share else 'apart '}: rollout {m[metric.PERF_ROLLOUT_S]:.1f} s, "
                       f"old log-probs {m.get(metric.PERF_OLD_LOGPROB_S, 0.0):.1f} s, "
                       f"update {m.get(metric.PERF_UPDATE_S, 0.0):.1f} s", flush=True)
-            same &= same_values(metrics[False], metrics[True])
+            same &= same_metrics(metrics[False], metrics[True])
             same &= same_batches(trainers[False].last_batch, trainers[True].last_batch)
-        same &= all(torch.equal(a, b) for a, b in zip(trainers[False].model.parameters(),
-                                                       trainers[True].model.parameters()))
+        same &= same_weights(trainers[False].model, trainers[True].model)
     learn_speedup = seconds[False]["learn"] / seconds[True]["learn"]
     step_apart = seconds[False]["rollout"] + seconds[False]["learn"]
     saving = (seconds[False]["learn"] - seconds[True]["learn"]) / step_apart
