@@ -88,6 +88,10 @@ def test_plan_resumes_partial_runs_and_evaluations(tmp_path):
     assert "--resume" in jobs["base/seed0/vanilla/eval"].command
     assert jobs["base/seed1/lata"].needs == ["sft/seed1"]
     assert f"policy.init={tmp_path / 'sft' / 'seed1' / 'final'}" in jobs["base/seed1/lata"].command
+    # every GRPO run of the grid shares its first rollouts with the other variants of its seed
+    shared = f"trainer.shared_rollouts_dir={tmp_path / 'shared_rollouts'}"
+    assert all(shared in job.command for name, job in jobs.items()
+               if name.startswith("base/") and not name.endswith("/eval"))
     assert "trainer.epochs=1" in jobs["sft/seed0"].command and "trials=1" in jobs["sft/seed0/eval"].command
 
 

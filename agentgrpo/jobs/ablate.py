@@ -223,14 +223,17 @@ def plan_jobs(plan: AblationPlan) -> list[Job]:
     sft_needs = {seed: [trained[plan.sft_seed_of(seed)]] if trained else [] for seed in plan.seeds}
     if plan.sft is not None:
         jobs.append(eval_job(plan.sft, plan.sft_eval_dir(0), "sft/eval", evaluate, []))
+    # a seed's variants sample the same first step: decoded once, read by the others
+    shared = f"trainer.shared_rollouts_dir={plan.out / 'shared_rollouts'}"
     # experiments outermost: with a few jobs at a time every variant gets its first seed early
+    # (and the runs that share first rollouts rarely run their first steps at once)
     for setting, extra in plan.settings.items():
         for experiment in plan.experiments_of(setting):
             for seed in plan.seeds_of(setting):
                 run_dir = plan.run_dir(setting, seed, experiment)
                 name = f"{setting}/seed{seed}/{experiment}"
                 jobs.append(grpo_job(run_dir, name, experiment, seed, plan.sft_dir(seed),
-                                     [*plan.overrides["grpo"], *extra], sft_needs[seed]))
+                                     [shared, *plan.overrides["grpo"], *extra], sft_needs[seed]))
                 jobs.append(eval_job(run_dir / "final", run_dir / "eval", f"{name}/eval", evaluate, [name]))
     return jobs
 

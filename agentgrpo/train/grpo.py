@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+import agentgrpo
 from agentgrpo import metric_names as metric
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.types import Trajectory
@@ -74,6 +75,7 @@ from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 from agentgrpo.train.resume import check_resume_config, keep_changed_defaults
 from agentgrpo.train.rollout_metrics import rollout_metrics
+from agentgrpo.train.shared_rollouts import SharedRollouts, digest_files
 from agentgrpo.train.step_plan import UpdatePlan, disable_dropout, logprob_change, plan_updates
 from agentgrpo.train.task_sampler import TaskRefill, derive_seed, make_task_sampler
 
@@ -116,6 +118,7 @@ class GRPOTrainer:
         self.chat = ChatFormat(self.tokenizer, self.bundle.domain.tool_schemas(), self.bundle.domain.policy,
                                prompt_style=self.agent_config["prompt_style"])
         self.engine = RolloutEngine(self.model, self.chat, cfg.rollout)
+        self.shared_rollouts = self._shared_rollouts()
         self.forward = PolicyForward(self.model, compile=cfg.trainer.compile, autocast=cfg.policy.autocast)
         self.reference_forward = (PolicyForward(self.reference, autocast=cfg.policy.autocast)
                                   if self.reference is not None else None)
@@ -152,6 +155,22 @@ class GRPOTrainer:
             keep_changed_defaults(checkpoint, self.config, defaults)
             check_resume_config(checkpoint, self.run_dir, to_dict(self.config), force=force, defaults=defaults)
         return checkpoint
+
+    def _shared_rollouts(self) -> SharedRollouts | None:
+        """``trainer.shared_rollouts_dir``, keyed by everything this run's rollouts depend on."""
+        cfg = self.config
+        if cfg.trainer.shared_rollouts_dir is None:
+            return None
+        if self.user_client is not None:
+            warnings.warn("trainer.shared_rollouts_dir is ignored with an LLM user: its replies are not "
+                          "reproducible, so no two runs sample alike", stacklevel=2)
+            return None
+        return SharedRollouts(cfg.trainer.shared_rollouts_dir, {
+            "agentgrpo": agentgrpo.__version__, "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "policy": to_dict(cfg.policy), "policy_files": digest_files(cfg.policy.init),
+            "env": to_dict(cfg.env), "rollout": to_dict(cfg.rollout), "seed": cfg.seed,
+            "group_size": cfg.trainer.group_size, "tasks_per_step": cfg.trainer.tasks_per_step,
+        })
 
     def _load_reference(self, dtype: torch.dtype) -> torch.nn.Module | None:
         """The frozen initial policy for the KL term (skipped when β_kl = 0)."""
@@ -220,12 +239,13 @@ class GRPOTrainer:
         kept: list[Trajectory] = []
         sampled: list[Trajectory] = []
         dropped, drawn = Dropped(), set()
-        kept_groups = filtered = informative = sampled_groups = generation_round = 0
+        kept_groups = filtered = informative = sampled_groups = generation_round = shared_rounds = 0
         for generation_round in range(rounds):
             clock = time.perf_counter()
             tasks = self.sampler.draw(step, generation_round, exclude=drawn)
             drawn.update(task.task_id for task in tasks)
-            trajectories = self.collect_rollouts(step, generation_round, tasks)
+            trajectories, shared = self._rollouts(step, generation_round, tasks)
+            shared_rounds += shared
             timings[metric.PERF_ROLLOUT_S] += time.perf_counter() - clock
             clock = time.perf_counter()
             self.score(trajectories)
@@ -253,10 +273,20 @@ class GRPOTrainer:
                 break
         metrics = {**dropped.metrics(), **self.sampler.metrics(),
                    metric.ROLLOUT_GENERATION_ROUNDS: float(generation_round + 1),
+                   metric.ROLLOUT_SHARED_ROUNDS: float(shared_rounds),
                    metric.ROLLOUT_FILTERED_GROUPS: float(filtered),
                    metric.ROLLOUT_INFORMATIVE_GROUPS: float(informative if not t.dynamic_sampling else kept_groups),
                    metric.ROLLOUT_INFORMATIVE_GROUP_FRAC: informative / max(sampled_groups, 1)}
         return kept, sampled, metrics
+
+    def _rollouts(self, step: int, generation_round: int, tasks: list[Task]) -> tuple[list[Trajectory], bool]:
+        """``collect_rollouts``, or the same episodes another run stored (``shared_rollouts``)
+        while the policy is still ``policy.init``; and whether they were read."""
+        if self.shared_rollouts is None or not self._ref_is_policy:
+            return self.collect_rollouts(step, generation_round, tasks), False
+        return self.shared_rollouts.get_or_sample(lambda: self.collect_rollouts(step, generation_round, tasks),
+                                                  step=step, generation_round=generation_round,
+                                                  tasks=[task.task_id for task in tasks])
 
     def collect_rollouts(self, step: int, generation_round: int = 0, tasks: list | None = None) -> list[Trajectory]:
         """G episodes for each task (by default the sampler's for the step's first round), all

@@ -186,6 +186,11 @@ class TrainerConfig:
     update), or the sampler's own ("bypass mode", one forward pass cheaper per step)."""
     compile: bool = False
     """torch.compile the decoder for the training forward passes (a one-off compile of ~1 minute)."""
+    shared_rollouts_dir: str | None = None
+    """A directory where runs that sample alike share the rollouts of their policy's first
+    update (an ablation's variants of one seed: ``agentgrpo ablate`` sets it), the same bits
+    as sampling them again (``agentgrpo.train.shared_rollouts``). Only with the scripted user;
+    None samples every rollout."""
 
     def __post_init__(self) -> None:
         for key in ("steps", "tasks_per_step", "group_size", "ppo_epochs"):

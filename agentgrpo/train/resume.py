@@ -29,6 +29,7 @@ RESUME_MAY_CHANGE: tuple[str, ...] = (
     "trainer.lld_diagnostic",    # an extra no-grad forward pass whose result is only logged
     "trainer.micro_batch_size",  # gradient accumulation: the same gradient (global denominators),
     "trainer.compile",           # and torch.compile: the same math, both up to float rounding
+    "trainer.shared_rollouts_dir",  # where first rollouts are shared: the same bits either way
     "policy.device",             # where the model runs, bf16 autocast and activation recomputation:
     "policy.autocast",           # the same math up to float rounding (a run may move to a GPU)
     "policy.gradient_checkpointing",
