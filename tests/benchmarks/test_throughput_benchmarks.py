@@ -114,3 +114,16 @@ def test_shared_forwards_benchmark_finds_identical_results(policy_cache):
     ratio = bench["shared_forwards_learn_seconds_apart"][0] / bench["shared_forwards_learn_seconds_shared"][0]
     assert bench["shared_forwards_learn_speedup"][0] == pytest.approx(ratio, rel=1e-2)
     assert len(re.findall(r"^step [12] (apart |shared): rollout", out, re.MULTILINE)) == 4
+
+
+def test_shared_rollouts_benchmark_finds_identical_results(policy_cache):
+    out, bench = run_benchmark("shared_rollouts.py", policy_cache, "--steps", "2")
+    assert set(bench) == {"shared_rollouts_same_results", "shared_rollouts_rounds_read",
+                          "shared_rollouts_seconds_alone", "shared_rollouts_seconds_reader",
+                          "shared_rollouts_run_saving_frac", "shared_rollouts_first_step_speedup"}
+    assert bench["shared_rollouts_same_results"] == (1.0, "== 1")  # reading changes no bit
+    assert bench["shared_rollouts_rounds_read"][0] == 1  # the sampler stored the first step's one round
+    assert bench["shared_rollouts_first_step_speedup"][1] == ">= 1.3"
+    saving = 1 - bench["shared_rollouts_seconds_reader"][0] / bench["shared_rollouts_seconds_alone"][0]
+    assert bench["shared_rollouts_run_saving_frac"][0] == pytest.approx(saving, abs=2e-3)
+    assert len(re.findall(r"^step [12] (reader|alone ): ", out, re.MULTILINE)) == 4
