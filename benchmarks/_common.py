@@ -66,6 +66,12 @@ BENCH_SFT_QUICK = ["data.demos_per_task=1", "trainer.epochs=1", "env.n_tasks=12"
                    "env.splits.covered_seen=4", "env.splits.uncovered_seen=4", "env.splits.unseen=4"]
 """``--quick``: a few SFT steps (a policy that is barely trained: for smoke runs only)."""
 
+GRPO_QUICK = ["trainer.tasks_per_step=2", "trainer.group_size=4", "trainer.mini_batch_size=4",
+              "trainer.micro_batch_size=2", "rollout.max_turns=6", "rollout.max_new_tokens=64",
+              "env.train_worlds=2", "trainer.dynamic_sampling=false"]
+"""``--quick`` of the benchmarks that run an ablation preset's GRPO stage: a small batch of
+short episodes (a smoke run)."""
+
 
 def policy_dir(bundle: EnvBundle, workdir: str | Path, init: str | None = None, seed: int = 0,
                cache: str | Path | None = None, quick: bool = False) -> Path:

@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 from _common import (
+    GRPO_QUICK,
     add_policy_arguments,
     bench,
     policy_dir,
@@ -51,12 +52,6 @@ LEARN_SPEEDUP_TARGET = 1.15
 runs old 1 + reference 1 + update 3 forward-equivalents against 0.5 + 0 + 3, step 2 2 + 3
 against 1.5 + 3: 10 against 8, 1.25, less what the passes do not save (batch assembly,
 the optimizer step)."""
-
-QUICK = ["trainer.tasks_per_step=2", "trainer.group_size=4", "trainer.mini_batch_size=4",
-         "trainer.micro_batch_size=2", "rollout.max_turns=6", "rollout.max_new_tokens=64",
-         "env.train_worlds=2", "trainer.dynamic_sampling=false"]
-"""``--quick``: a small batch of short episodes (a smoke run)."""
-
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -83,7 +78,7 @@ def main() -> None:
         checkpoint = policy_dir(world(), workdir, args.policy, args.seed, args.policy_cache, args.quick)
         base = [*load_preset(args.preset).get("grpo", []), f"experiment={args.experiment}",
                 f"policy.init={checkpoint}", f"seed={args.seed}", f"trainer.steps={args.steps}",
-                "logging.progress=false", "logging.trackers=[]", *(QUICK if args.quick else [])]
+                "logging.progress=false", "logging.trackers=[]", *(GRPO_QUICK if args.quick else [])]
         trainers = {share: make_trainer([*base, f"run_dir={Path(workdir) / str(share)}"], share)
                     for share in (False, True)}
         seconds = {share: {"rollout": 0.0, "learn": 0.0} for share in trainers}

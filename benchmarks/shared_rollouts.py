@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from _common import (
+    GRPO_QUICK,
     add_policy_arguments,
     bench,
     policy_dir,
@@ -49,12 +50,6 @@ FIRST_STEP_SPEEDUP_TARGET = 1.3
 were about 40% of it on the ``cpu`` preset (benchmarks/shared_forwards.py: rollout 82 s, old
 log-probs 15 s, update 101 s), so reading them should make it about 1.7× quicker."""
 
-QUICK = ["trainer.tasks_per_step=2", "trainer.group_size=4", "trainer.mini_batch_size=4",
-         "trainer.micro_batch_size=2", "rollout.max_turns=6", "rollout.max_new_tokens=64",
-         "env.train_worlds=2", "trainer.dynamic_sampling=false"]
-"""``--quick``: a small batch of short episodes (a smoke run)."""
-
-
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_policy_arguments(parser)
@@ -75,7 +70,7 @@ def main() -> None:
         checkpoint = policy_dir(world(), workdir, args.policy, args.seed, args.policy_cache, args.quick)
         base = [*load_preset(args.preset).get("grpo", []), f"policy.init={checkpoint}", f"seed={args.seed}",
                 f"trainer.steps={args.steps}", "logging.progress=false", "logging.trackers=[]",
-                *(QUICK if args.quick else [])]
+                *(GRPO_QUICK if args.quick else [])]
         shared = f"trainer.shared_rollouts_dir={Path(workdir) / 'shared'}"
 
         def trainer(name: str, experiment: str, *extra: str) -> GRPOTrainer:
