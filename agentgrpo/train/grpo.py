@@ -128,9 +128,9 @@ class GRPOTrainer:
         self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
         self.scheduler = make_scheduler(self.optimizer, t.steps * updates_per_step, t.warmup_steps, t.lr_schedule)
         self.start_step = 0
-        self._ref_is_policy = True
-        """No optimizer step yet in this run: the policy has the reference's weights (both are
-        ``policy.init``), so its log-probs serve as the reference's."""
+        self._policy_is_init = True
+        """No optimizer step yet in this run: the policy is ``policy.init``, so its log-probs serve
+        as the reference's and its rollouts are any other such run's (``shared_rollouts``)."""
         self.last_batch: RolloutBatch | None = None
         """The batch the latest ``step()`` trained on (None if it learned from nothing): its tokens
         and plan are what a benchmark measures the update against."""
@@ -138,7 +138,7 @@ class GRPOTrainer:
             restore_training_state(checkpoint, self.optimizer, self.scheduler)
             state = load_trainer_state(checkpoint)
             self.start_step = state["step"]
-            self._ref_is_policy = False
+            self._policy_is_init = False
             self.sampler.load_state_dict(state.get("task_sampler", {"kind": "uniform"}), self.start_step)
         else:
             (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
@@ -282,7 +282,7 @@ class GRPOTrainer:
     def _rollouts(self, step: int, generation_round: int, tasks: list[Task]) -> tuple[list[Trajectory], bool]:
         """``collect_rollouts``, or the same episodes another run stored (``shared_rollouts``)
         while the policy is still ``policy.init``; and whether they were read."""
-        if self.shared_rollouts is None or not self._ref_is_policy:
+        if self.shared_rollouts is None or not self._policy_is_init:
             return self.collect_rollouts(step, generation_round, tasks), False
         return self.shared_rollouts.get_or_sample(lambda: self.collect_rollouts(step, generation_round, tasks),
                                                   step=step, generation_round=generation_round,
@@ -456,7 +456,7 @@ class GRPOTrainer:
         if not skip:
             self.optimizer.step()
             self.scheduler.step()
-            self._ref_is_policy = False
+            self._policy_is_init = False
         metrics[metric.ALGO_LR] = self.scheduler.get_last_lr()[0]
         return metrics
 
@@ -516,7 +516,7 @@ class GRPOTrainer:
         prompt prefix in training mode and a LoRA policy adds unmerged adapters, so there the
         values would agree only up to rounding and the reference keeps its own pass."""
         policy = self.config.policy
-        return (self.reference_forward is not None and self._ref_is_policy and self.share_forwards
+        return (self.reference_forward is not None and self._policy_is_init and self.share_forwards
                 and self._recomputes_old and not policy.gradient_checkpointing and policy.lora.rank == 0)
 
     def _fill_old_logprobs(self, batch: RolloutBatch, rows: list[int], logprobs: torch.Tensor) -> RolloutBatch:

@@ -91,7 +91,7 @@ def test_a_run_that_reads_shared_rollouts_trains_as_if_it_had_sampled_them(tiny_
     # step 1: every round read; step 2: the policy has moved, so it samples for itself
     assert read[0][metric.ROLLOUT_SHARED_ROUNDS] == read[0][metric.ROLLOUT_GENERATION_ROUNDS] >= 1
     assert read[1][metric.ROLLOUT_SHARED_ROUNDS] == 0.0
-    assert not reader._ref_is_policy
+    assert not reader._policy_is_init
 
     def same(record: dict) -> dict:
         return {k: v for k, v in record.items() if not k.startswith("perf/") and k != metric.ROLLOUT_SHARED_ROUNDS}
