@@ -125,6 +125,28 @@ def add_policy_arguments(parser: Any) -> None:
     parser.add_argument("--policy-cache", help="where the default SFT policy is kept (default: runs/bench)")
 
 
+def add_grpo_preset_arguments(parser: Any, experiment: str, steps: int, steps_help: str) -> None:
+    """The arguments of the benchmarks that run an ablation preset's GRPO stage: the policy's,
+    ``--preset``, ``--experiment``, ``--steps``, ``--seed``, ``--threads`` and ``--quick``."""
+    add_policy_arguments(parser)
+    parser.add_argument("--preset", default="cpu", help="ablation preset whose GRPO stage is run (default: cpu)")
+    parser.add_argument("--experiment", default=experiment, help=f"the variant (default: {experiment})")
+    parser.add_argument("--steps", type=int, default=steps, help=steps_help)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the grid's jobs use 1)")
+    parser.add_argument("--quick", action="store_true", help="a small batch of short episodes (smoke run)")
+
+
+def grpo_preset_overrides(args: Any, checkpoint: str | Path) -> list[str]:
+    """The preset's GRPO stage from ``checkpoint`` for ``args.steps`` steps, quiet (``--quick``:
+    ``GRPO_QUICK`` on top); the caller adds the experiment and run_dir."""
+    from agentgrpo.jobs.ablate import load_preset
+
+    return [*load_preset(args.preset).get("grpo", []), f"policy.init={checkpoint}", f"seed={args.seed}",
+            f"trainer.steps={args.steps}", "logging.progress=false", "logging.trackers=[]",
+            *(GRPO_QUICK if args.quick else [])]
+
+
 def load_benchmark_policy(bundle: EnvBundle, init: str | None, seed: int = 0, cache: str | Path | None = None,
                           quick: bool = False) -> tuple[Any, ChatFormat]:
     """The benchmark's policy (``policy_dir``) loaded: ``(model, chat format)``."""

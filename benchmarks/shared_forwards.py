@@ -30,9 +30,9 @@ import tempfile
 from pathlib import Path
 
 from _common import (
-    GRPO_QUICK,
-    add_policy_arguments,
+    add_grpo_preset_arguments,
     bench,
+    grpo_preset_overrides,
     policy_dir,
     same_batches,
     same_metrics,
@@ -43,7 +43,6 @@ from _common import (
 
 from agentgrpo import metric_names as metric
 from agentgrpo.config import load_config
-from agentgrpo.jobs.ablate import load_preset
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
 
@@ -55,13 +54,7 @@ the optimizer step)."""
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_policy_arguments(parser)
-    parser.add_argument("--preset", default="cpu", help="ablation preset whose GRPO stage is run (default: cpu)")
-    parser.add_argument("--experiment", default="joint")
-    parser.add_argument("--steps", type=int, default=2, help="steps per trainer (the first shares the most)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per trainer (the grid's jobs use 1)")
-    parser.add_argument("--quick", action="store_true", help="a small batch of short episodes (smoke run)")
+    add_grpo_preset_arguments(parser, "joint", 2, "steps per trainer (the first shares the most)")
     return parser.parse_args()
 
 
@@ -76,9 +69,7 @@ def main() -> None:
     set_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="bench-shared-") as workdir:
         checkpoint = policy_dir(world(), workdir, args.policy, args.seed, args.policy_cache, args.quick)
-        base = [*load_preset(args.preset).get("grpo", []), f"experiment={args.experiment}",
-                f"policy.init={checkpoint}", f"seed={args.seed}", f"trainer.steps={args.steps}",
-                "logging.progress=false", "logging.trackers=[]", *(GRPO_QUICK if args.quick else [])]
+        base = [*grpo_preset_overrides(args, checkpoint), f"experiment={args.experiment}"]
         trainers = {share: make_trainer([*base, f"run_dir={Path(workdir) / str(share)}"], share)
                     for share in (False, True)}
         seconds = {share: {"rollout": 0.0, "learn": 0.0} for share in trainers}

@@ -28,9 +28,9 @@ import tempfile
 from pathlib import Path
 
 from _common import (
-    GRPO_QUICK,
-    add_policy_arguments,
+    add_grpo_preset_arguments,
     bench,
+    grpo_preset_overrides,
     policy_dir,
     same_batches,
     same_metrics,
@@ -41,7 +41,6 @@ from _common import (
 
 from agentgrpo import metric_names as metric
 from agentgrpo.config import load_config
-from agentgrpo.jobs.ablate import load_preset
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
 
@@ -52,14 +51,8 @@ log-probs 15 s, update 101 s), so reading them should make it about 1.7× quicke
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_policy_arguments(parser)
-    parser.add_argument("--preset", default="cpu", help="ablation preset whose GRPO stage is run (default: cpu)")
-    parser.add_argument("--experiment", default="vanilla", help="the variant that reads (and runs alone)")
+    add_grpo_preset_arguments(parser, "vanilla", 1, "steps of reader and alone (the preset's: 3)")
     parser.add_argument("--sampler", default="joint", help="the variant that samples the shared rollouts")
-    parser.add_argument("--steps", type=int, default=1, help="steps of reader and alone (the preset's: 3)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (the grid's jobs use 1)")
-    parser.add_argument("--quick", action="store_true", help="a small batch of short episodes (smoke run)")
     return parser.parse_args()
 
 
@@ -68,9 +61,7 @@ def main() -> None:
     set_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="bench-shared-rollouts-") as workdir:
         checkpoint = policy_dir(world(), workdir, args.policy, args.seed, args.policy_cache, args.quick)
-        base = [*load_preset(args.preset).get("grpo", []), f"policy.init={checkpoint}", f"seed={args.seed}",
-                f"trainer.steps={args.steps}", "logging.progress=false", "logging.trackers=[]",
-                *(GRPO_QUICK if args.quick else [])]
+        base = grpo_preset_overrides(args, checkpoint)
         shared = f"trainer.shared_rollouts_dir={Path(workdir) / 'shared'}"
 
         def trainer(name: str, experiment: str, *extra: str) -> GRPOTrainer:
