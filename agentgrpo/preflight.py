@@ -71,6 +71,16 @@ def check_file(path: str | Path, key: str, hint: str) -> Path:
     return Path(path)
 
 
+def check_writable_dir(path: str | Path, key: str) -> Path:
+    """The directory exists or can be made (a run writes there from its first step)."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{key}: cannot create directory {path} ({e.strerror}); "
+                          "point it at a writable path") from None
+    return Path(path)
+
+
 def check_served_model(base_url: str, model: str, key: str) -> None:
     """``model`` is among the ids ``GET <base_url>/models`` lists (skipped if the server lists none)."""
     client = OpenAIChatPolicy(base_url, model, max_retries=0, timeout=10.0)

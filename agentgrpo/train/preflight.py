@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from agentgrpo.config import ConfigError
 from agentgrpo.envs.preflight import preflight_env
 from agentgrpo.policy.preflight import check_policy_source, check_training_policy
-from agentgrpo.preflight import check_file, check_trackers_installed
+from agentgrpo.preflight import check_file, check_trackers_installed, check_writable_dir
 from agentgrpo.rewards.config import PRMLiteConfig
 
 if TYPE_CHECKING:  # annotations only: both config modules import torch
@@ -46,3 +46,6 @@ def preflight_grpo(config: GRPOConfig, *, check_init: bool = True) -> None:
     if config.reward.prm_weights:
         check_prm_weights(config.reward.prm_weights)
     check_trackers_installed(config.logging.trackers, "logging.trackers")
+    check_writable_dir(config.run_dir, "run_dir")
+    if config.trainer.shared_rollouts_dir is not None:
+        check_writable_dir(config.trainer.shared_rollouts_dir, "trainer.shared_rollouts_dir")
