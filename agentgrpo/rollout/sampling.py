@@ -27,6 +27,7 @@ def sample_tokens(
         sorted_probs, sorted_idx = probs.sort(dim=-1, descending=True)
         # drop a token once the mass before it already reaches top_p (always keep the first)
         drop = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= top_p
+        drop[:, 0] = False  # a top_p below float32's range compares as 0 and would drop it too
         sorted_probs = sorted_probs.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter_(-1, sorted_idx, sorted_probs)
     # inverse-CDF sampling: one uniform per row (torch.multinomial is ~10x slower on CPU)

@@ -145,7 +145,8 @@ def _sample(logits: torch.Tensor, request: GenerationRequest, generator: torch.G
     probs = torch.softmax((logits - logits.max()) / request.temperature, dim=-1).cpu()  # no inf/inf at small T
     if request.top_p < 1.0:
         sorted_probs, order = probs.sort(descending=True)
-        drop = (sorted_probs.cumsum(0) - sorted_probs) >= request.top_p  # keep the first token always
+        drop = (sorted_probs.cumsum(0) - sorted_probs) >= request.top_p
+        drop[0] = False  # keep the first token always (a top_p below float32's range compares as 0)
         probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs.masked_fill(drop, 0.0))
     return int(torch.multinomial(probs, 1, generator=generator))
 
