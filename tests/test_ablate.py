@@ -60,6 +60,22 @@ def test_run_jobs_orders_by_needs_skips_done_and_stops_behind_failures(tmp_path)
     assert messages[0] == "ablate: 3 of 5 jobs already done, 2 to run, 1 at a time"
 
 
+def test_ready_jobs_that_others_wait_for_start_first(tmp_path):
+    # listed as the grid lists them (a run, then its evaluation): with one slot the second run
+    # starts before the first evaluation, so the grid ends on evaluations, not on a lone chain
+    order = tmp_path / "order.txt"
+
+    def logged(name: str, needs=()) -> Job:
+        target = tmp_path / f"{name.replace('/', '_')}.done"
+        script = (f"import pathlib; open({str(order)!r}, 'a').write({name!r} + '\\n'); "
+                  f"pathlib.Path({str(target)!r}).write_text('done')")
+        return Job(name, [sys.executable, "-c", script], target, list(needs))
+
+    jobs = [logged("run1"), logged("run1/eval", ["run1"]), logged("run2"), logged("run2/eval", ["run2"])]
+    assert run_jobs(jobs, parallel=1, log_dir=tmp_path / "logs", report=lambda _: None) == []
+    assert order.read_text().split() == ["run1", "run2", "run1/eval", "run2/eval"]
+
+
 def test_a_job_that_runs_alone_gets_every_core_and_parallel_jobs_share_them():
     assert threads_per_job(cores=2, parallel=2, running=1) == 2  # the shared SFT, nothing else ready
     assert threads_per_job(cores=2, parallel=2, running=2) == 1

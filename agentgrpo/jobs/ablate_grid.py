@@ -109,6 +109,9 @@ def _run_graph(jobs: list[Job], parallel: int, log_dir: Path, report: Callable[[
                 report(f"  skipped {job.name}: it needs a failed job")
                 bar.update(1, failed=len(failed))
             ready = [job for job in todo if all(need in finished for need in job.needs)]
+            # jobs that others wait for go first (a GRPO run before an evaluation), so the grid
+            # ends on evaluations in every slot, not on one run and then its evaluation alone
+            ready.sort(key=lambda job: not any(job.name in other.needs for other in todo))
             starting = ready[: parallel - len(running)]
             threads = threads_per_job(cores, parallel, len(running) + len(starting))
             for job in starting:
