@@ -69,7 +69,8 @@ class EvalConfig:
     rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(temperature=0.0))
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     max_batch: int = 256
-    """Episodes rolled out together for a checkpoint (memory bound)."""
+    """Episodes decoded together for a checkpoint: the rollout engine's rows (memory bound); an
+    episode that ends hands its row to the next waiting one."""
     concurrency: int = 8
     """Episodes played at once (threads) for the oracle and endpoint policies."""
     save_transcripts: bool = True

@@ -6,7 +6,7 @@
   episodes (aborted ones are played again). The run's config is kept beside it
   (``eval_config.yaml``) and a resume with different settings is refused.
 * ``run_jobs``: the oracle and endpoint policies play ``concurrency`` episodes at once on
-  threads; a checkpoint plays ``max_batch`` at a time through the rollout engine. A
+  threads; a checkpoint plays them all in one rollout-engine run on ``max_batch`` rows. A
   progress bar shows finished and aborted episodes and the time left.
 
 An episode is ``aborted`` when a request to a server (the evaluated endpoint, or the
@@ -227,10 +227,14 @@ def _approx_tokens(text: str) -> int:
 
 
 def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[[EpisodeRecord], None]) -> None:
-    """A checkpoint (or Hub model): ``max_batch`` episodes at a time through the rollout engine."""
+    """A checkpoint (or Hub model): every episode through one rollout engine run, ``max_batch``
+    rows at a time (an episode that ends hands its row to the next), each logged as it ends."""
+    import dataclasses
+
     import torch
 
     from agentgrpo.agent.chat import ChatFormat
+    from agentgrpo.agent.types import Trajectory
     from agentgrpo.policy.device import autocast, resolve_device
     from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
     from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
@@ -242,22 +246,24 @@ def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[
     domain = jobs[0].bundle.domain  # tools and policy text are the same in every generated world
     chat = ChatFormat(tokenizer, domain.tool_schemas(), domain.policy,
                       prompt_style=read_agent_config(config.policy.init)["prompt_style"])
-    engine = RolloutEngine(model, chat, config.rollout)
+    rows = min(config.max_batch, config.rollout.max_batch or config.max_batch)
+    engine = RolloutEngine(model, chat, dataclasses.replace(config.rollout, max_batch=rows))
     user_client = llm_user_client(config.env.user)
     delexicalise = resolve_delexicalise(config.env.delexicalise, config.policy.init)
-    for start in range(0, len(jobs), config.max_batch):
-        chunk = jobs[start : start + config.max_batch]
-        specs = [EpisodeSpec(make_env(job.bundle, job.task, config.env, job.user_seed,
-                                      max_steps=config.rollout.max_turns, user_client=user_client,
-                                      abort_on_endpoint_error=True, delexicalise=delexicalise),
-                             job.task.task_id, job.task.task_id, job.trial)
-                 for job in chunk]
-        with autocast(device, config.policy.autocast):
-            trajectories = engine.run(specs, seed=config.seed + start)
-        for job, traj in zip(chunk, trajectories):
-            if traj.termination == ABORTED:
-                done(_aborted(job, traj.info.get("error"), traj.transcript))
-                continue
-            done(EpisodeRecord(job.task.task_id, job.split, job.task.family, job.trial, traj.outcome_reward,
-                               traj.has_error, [t.num_tokens for t in traj.turns], traj.termination, traj.transcript,
-                               user_seed=job.user_seed, process_score=PRM.score_trajectory(traj).process_score))
+    specs = [EpisodeSpec(make_env(job.bundle, job.task, config.env, job.user_seed,
+                                  max_steps=config.rollout.max_turns, user_client=user_client,
+                                  abort_on_endpoint_error=True, delexicalise=delexicalise),
+                         job.task.task_id, job.task.task_id, job.trial)
+             for job in jobs]
+
+    def ended(index: int, traj: Trajectory) -> None:
+        job = jobs[index]
+        if traj.termination == ABORTED:
+            done(_aborted(job, traj.info.get("error"), traj.transcript))
+            return
+        done(EpisodeRecord(job.task.task_id, job.split, job.task.family, job.trial, traj.outcome_reward,
+                           traj.has_error, [t.num_tokens for t in traj.turns], traj.termination, traj.transcript,
+                           user_seed=job.user_seed, process_score=PRM.score_trajectory(traj).process_score))
+
+    with autocast(device, config.policy.autocast):
+        engine.run(specs, seed=config.seed, on_episode_end=ended)

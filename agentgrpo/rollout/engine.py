@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -68,6 +69,7 @@ class _Live:
     traj: Trajectory
     pending: list[int]
     transcript: TranscriptBuilder     # the same conversation, OpenAI-style, from the steps
+    index: int = 0                    # its place in ``run``'s specs
     done: bool = False
 
 
@@ -108,23 +110,33 @@ class RolloutEngine:
         self.last_stats = RolloutStats()
 
     @torch.inference_mode()
-    def run(self, specs: list[EpisodeSpec], seed: int = 0) -> list[Trajectory]:
-        """Run every episode to its end; returns trajectories in the order of ``specs``."""
+    def run(self, specs: list[EpisodeSpec], seed: int = 0,
+            on_episode_end: Callable[[int, Trajectory], None] | None = None) -> list[Trajectory]:
+        """Run every episode to its end; returns trajectories in the order of ``specs``.
+
+        ``on_episode_end(i, trajectory)`` is called the moment episode ``specs[i]`` ends (an
+        evaluation logs it then, so a killed run keeps every finished episode).
+        """
         stats = self.last_stats = RolloutStats(episodes=len(specs))
         was_training = self.model.training
         self.model.eval()
-        episodes = [self._start(spec) for spec in specs]
+        ended = on_episode_end or (lambda index, traj: None)
+        episodes = [self._start(spec, index) for index, spec in enumerate(specs)]
+        for ep in episodes:
+            if ep.done:  # its prompt alone is over the token budget
+                ended(ep.index, ep.traj)
         waiting = deque(ep for ep in episodes if not ep.done)
         if waiting:
             device = next(self.model.parameters()).device
             generator = torch.Generator(device=device).manual_seed(seed)
             with ragged_attention(self.model):
-                self._run_rows(waiting, generator)
+                self._run_rows(waiting, generator, ended)
         stats.policy_tokens = sum(ep.traj.num_response_tokens for ep in episodes)
         self.model.train(was_training)
         return [ep.traj for ep in episodes]
 
-    def _run_rows(self, waiting: deque[_Live], generator: torch.Generator) -> None:
+    def _run_rows(self, waiting: deque[_Live], generator: torch.Generator,
+                  ended_episode: Callable[[int, Trajectory], None]) -> None:
         """The continuous-batching loop: step, sample, hand ended turns to the environment."""
         cfg, stats = self.config, self.last_stats
         rows = Rows(self.model, min(len(waiting), cfg.max_batch or len(waiting)), cfg.max_new_tokens,
@@ -147,7 +159,7 @@ class RolloutEngine:
             ended = rows.record(step_rows, tokens, logprobs)
             t1 = time.perf_counter()
             for row in ended:
-                self._end_turn(rows, slots, row, waiting)
+                self._end_turn(rows, slots, row, waiting, ended_episode)
             stats.generate_seconds += t1 - t0
             stats.env_seconds += time.perf_counter() - t1
             stats.cache_mb = max(stats.cache_mb, rows.cache.nbytes() / 2**20)
@@ -171,7 +183,7 @@ class RolloutEngine:
         return shared if shared >= max(self.config.share_prefix_min, 1) else 0
 
     # -- episode life cycle ------------------------------------------------------------
-    def _start(self, spec: EpisodeSpec) -> _Live:
+    def _start(self, spec: EpisodeSpec, index: int) -> _Live:
         first_user_message = spec.env.reset()
         messages = [
             {"role": "system", "content": self.chat.system_prompt},
@@ -183,7 +195,7 @@ class RolloutEngine:
         traj.response_mask = [0] * len(prompt)
         traj.logprobs = [0.0] * len(prompt)
         ep = _Live(spec=spec, messages=messages, traj=traj, pending=list(prompt),
-                   transcript=TranscriptBuilder(messages))
+                   transcript=TranscriptBuilder(messages), index=index)
         if len(prompt) + 2 > self.config.max_total_tokens:
             self._finish(ep, spec.env.finish("token_budget"))
         return ep
@@ -197,7 +209,8 @@ class RolloutEngine:
         room = self.config.max_total_tokens - len(ep.traj.token_ids) - 1  # keep a slot for a forced end-of-turn
         return max(1, min(self.config.max_new_tokens, room))
 
-    def _end_turn(self, rows: Rows, slots: list[_Live | None], row: int, waiting: deque[_Live]) -> None:
+    def _end_turn(self, rows: Rows, slots: list[_Live | None], row: int, waiting: deque[_Live],
+                  ended_episode: Callable[[int, Trajectory], None]) -> None:
         """Play the turn ``row`` just ended; queue the episode's next chunk, or free the row."""
         ep = slots[row]
         assert ep is not None
@@ -205,7 +218,9 @@ class RolloutEngine:
         self._apply_turn(ep, generated, logprobs)
         if not ep.done:
             rows.queue(row, ep.pending, self._budget(ep))
-        elif waiting:
+            return
+        ended_episode(ep.index, ep.traj)
+        if waiting:
             self._join(rows, slots, row, waiting.popleft())
         else:
             slots[row] = None

@@ -114,6 +114,27 @@ def test_resume_after_a_kill_plays_only_the_unfinished_episodes(tmp_path):
     assert 0 < requests_after <= 2 * (8 - len(before))
 
 
+def test_a_checkpoint_evaluation_logs_each_episode_as_it_ends(tiny_policy_dir, tmp_path):
+    # 8 episodes on 2 rows in one rollout run: the log gets each episode when it ends (a kill
+    # keeps them), not when the whole batch is over
+    from agentgrpo.envs.airline.factory import build_env
+    from agentgrpo.eval.cli import load_eval_config
+    from agentgrpo.eval.runner import _play_checkpoint, episode_jobs
+    from agentgrpo.eval.tasks import eval_tasks
+
+    config = load_eval_config([*EIGHT_EPISODES, "rollout.max_turns=3", "rollout.max_new_tokens=12", "max_batch=8",
+                               "rollout.max_batch=2",
+                               f"policy={tiny_policy_dir}", f"out_dir={tmp_path}"])
+    jobs = episode_jobs(config, eval_tasks(config, build_env(config.env)))
+    handed: list[tuple[float, EpisodeRecord]] = []
+    _play_checkpoint(config, jobs, lambda record: handed.append((time.perf_counter(), record)))
+    finished = time.perf_counter()
+    assert sorted(record.key for _, record in handed) == sorted(job.key for job in jobs) and len(jobs) == 8
+    assert all(not record.aborted and record.turn_tokens for _, record in handed)
+    first, last = handed[0][0], handed[-1][0]
+    assert last - first > 0.25 * (finished - first)  # handed over along the way, not all at the end
+
+
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

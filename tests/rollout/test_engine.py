@@ -115,6 +115,21 @@ def test_episodes_joining_and_prefilling_while_others_decode_keep_logprobs_exact
     assert_sampling_logprobs_match_the_training_forward(model, trajectories, 0.8)
 
 
+def test_each_episode_is_handed_over_the_moment_it_ends(setup):
+    # two rows for four episodes: the callback gets every episode once, finished, with its index,
+    # and a row's first episode is handed over before the episode that takes its row ends
+    bundle, model, chat = setup
+    engine = RolloutEngine(model, chat, RolloutConfig(max_turns=3, max_new_tokens=24, temperature=1.0, max_batch=2))
+    handed: list[tuple[int, object, int]] = []
+    trajectories = engine.run(specs(bundle, max_steps=3), seed=7,
+                              on_episode_end=lambda i, traj: handed.append((i, traj, len(traj.turns))))
+    assert sorted(i for i, _, _ in handed) == [0, 1, 2, 3]
+    assert all(traj is trajectories[i] and traj.termination and n == len(traj.turns) for i, traj, n in handed)
+    assert handed[0][0] in (0, 1)  # a waiting episode cannot end first
+    _, again = run(setup, seed=7, max_batch=2)  # watching changes nothing
+    assert [t.token_ids for t in trajectories] == [t.token_ids for t in again]
+
+
 def test_episodes_joining_later_are_seeded_too(setup):
     # two rows for four episodes: the same seed gives the same trajectories, another seed others
     _, first = run(setup, seed=7, max_batch=2)
