@@ -96,7 +96,7 @@ class EvalConfig:
         require(self.task_ids is None or len(self.task_ids) > 0, "task_ids", self.task_ids,
                 "must be a non-empty list of task ids, or null for every task")
         require(0 <= self.heldout_seed < 100_000, "heldout_seed", self.heldout_seed, "must be in [0, 100000)")
-        require(self.max_batch >= 1, "max_batch", self.max_batch, "must be >= 1 (episodes rolled out together)")
+        require(self.max_batch >= 1, "max_batch", self.max_batch, "must be >= 1 (rows the rollout engine decodes together)")
         require(self.concurrency >= 1, "concurrency", self.concurrency, "must be >= 1 (episodes at once)")
 
     @property

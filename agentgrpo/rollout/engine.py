@@ -69,7 +69,7 @@ class _Live:
     traj: Trajectory
     pending: list[int]
     transcript: TranscriptBuilder     # the same conversation, OpenAI-style, from the steps
-    index: int = 0                    # its place in ``run``'s specs
+    index: int                        # its place in ``run``'s specs
     done: bool = False
 
 
