@@ -127,3 +127,23 @@ def test_shared_rollouts_benchmark_finds_identical_results(policy_cache):
     saving = 1 - bench["shared_rollouts_seconds_reader"][0] / bench["shared_rollouts_seconds_alone"][0]
     assert bench["shared_rollouts_run_saving_frac"][0] == pytest.approx(saving, abs=2e-3)
     assert len(re.findall(r"^step [12] (reader|alone ): ", out, re.MULTILINE)) == 4
+
+
+
+def test_decode_cache_layout_benchmark_reports_every_dtype_and_the_transposed_keys():
+    command = [sys.executable, str(BENCHMARKS / "decode_cache_layout.py"), "--quick", "--threads", "1"]
+    result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    bench = {name: (float(value), target) for name, value, target in BENCH_LINE.findall(result.stdout)}
+    assert set(bench) == {"decode_own_fp32_ms", "decode_own_bf16_vs_fp32", "decode_own_fp16_vs_fp32",
+                          "decode_scores_transposed_keys_vs_fp32", "decode_scores_vs_read_floor"}
+    assert all(value > 0 and target == "info" for value, target in bench.values())
+    assert "128 rows x 4 heads x 64 own slots" in result.stdout
+    per_dtype = {dtype: (float(scores), float(values)) for dtype, scores, values in re.findall(
+        r"^\s+(float32|bfloat16|float16)\s+q\.K\^T\s+([\d.]+)\s+weights\.V\s+([\d.]+)$", result.stdout, re.MULTILINE)}
+    assert set(per_dtype) == {"float32", "bfloat16", "float16"}
+    # the headline is the float32 pair's sum, and each ratio is the dtype's sum over it
+    fp32 = sum(per_dtype["float32"])
+    assert bench["decode_own_fp32_ms"][0] == pytest.approx(fp32, rel=0.02, abs=0.01)
+    assert bench["decode_own_bf16_vs_fp32"][0] == pytest.approx(sum(per_dtype["bfloat16"]) / fp32, rel=0.05)
