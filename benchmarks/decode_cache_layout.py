@@ -18,24 +18,23 @@ Ends with BENCH lines (ratios > 1: slower than the float32 cache the engine keep
 from __future__ import annotations
 
 import argparse
-import time
+import math
 from collections.abc import Callable
+from functools import partial
 
 import torch
-from _common import bench, median, set_threads
+from _common import bench, median, set_threads, timed
+
+from agentgrpo.rollout.cache import ALIGN, GROWTH
 
 ROWS, HEADS, HEAD_DIM, PREFIX = 128, 4, 64, 300
 
 
 def per_call_ms(fn: Callable[..., object], *operands: torch.Tensor, reps: int) -> float:
     """Median milliseconds of ``fn(*operands)`` after one untimed call."""
-    fn(*operands)
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn(*operands)
-        times.append(time.perf_counter() - start)
-    return median(times) * 1e3
+    call = partial(fn, *operands)
+    call()
+    return median([timed(call)[1] for _ in range(reps)]) * 1e3
 
 
 def scores(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -51,9 +50,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.own, args.reps = 64, 2
+    for name in ("threads", "own", "reps"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     set_threads(args.threads)
-    capacity = -(-(PREFIX + args.own) * 3 // 2 // 64) * 64  # a grown buffer, as the cache holds it
     end = PREFIX + args.own
+    capacity = math.ceil(end * GROWTH / ALIGN) * ALIGN  # a buffer that has grown past ``end``, as the cache holds it
     generator = torch.Generator().manual_seed(0)
     results: dict[str, tuple[float, float]] = {}
     for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16), ("float16", torch.float16)):

@@ -129,7 +129,6 @@ def test_shared_rollouts_benchmark_finds_identical_results(policy_cache):
     assert len(re.findall(r"^step [12] (reader|alone ): ", out, re.MULTILINE)) == 4
 
 
-
 def test_decode_cache_layout_benchmark_reports_every_dtype_and_the_transposed_keys():
     command = [sys.executable, str(BENCHMARKS / "decode_cache_layout.py"), "--quick", "--threads", "1"]
     result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
