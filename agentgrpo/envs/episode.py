@@ -4,7 +4,9 @@ An episode is one task, one fresh database and one user simulator. The agent act
 with ``Action(name, kwargs)`` (a tool call) or ``Action.respond(text)`` (a message to
 the user). The episode ends when the user says ``###STOP###``, when a terminating
 tool (e.g. a transfer to a human) succeeds, or after ``max_steps`` agent actions; only
-then is the episode graded (``domain.grade``) and the grade put in ``info``. An
+then is the episode graded (``domain.grade``) and the grade put in ``info``. An episode cut
+off from outside (``max_turns``, ``token_budget``: ``CUT_OFF``) scores 0, as in τ-bench; its
+grade keeps what the database would have scored as ``reward_at_cut``. An
 environment built with ``abort_on_endpoint_error`` also ends when its user's server
 fails for good (``EndpointError``): termination ``aborted``, reward NaN, no grade, the
 error in ``info``. An action that reaches ``step`` malformed (unknown tool, bad
@@ -27,7 +29,7 @@ from typing import Any, Protocol
 from agentgrpo.config import EndpointError
 from agentgrpo.envs.transcript import TranscriptBuilder
 from agentgrpo.envs.turn import action_error, apply_turn
-from agentgrpo.envs.types import ABORTED, USER_STOP, Action, Step, StepResult, Task, Termination
+from agentgrpo.envs.types import ABORTED, CUT_OFF, USER_STOP, Action, Step, StepResult, Task, Termination
 
 
 class Agent(Protocol):
@@ -98,7 +100,8 @@ class DomainEnv:
                           dict(self.info) if self.done else {"termination": "running"})
 
     def finish(self, termination: Termination) -> StepResult:
-        """End the episode from outside (the agent's turn or token budget ran out): grade now."""
+        """End the episode from outside (the agent's turn or token budget ran out): a ``CUT_OFF``
+        termination scores 0 (the grade at the cut is kept as ``reward_at_cut``)."""
         if not self.done:
             self._finish(termination)
         return StepResult("", True, self.reward, dict(self.info))
@@ -122,8 +125,10 @@ class DomainEnv:
     def _finish(self, termination: Termination) -> None:
         self.done = True
         self.termination = termination
-        grade = self.domain.grade(self.state, self.task, self.replies)
-        self.info = {"termination": termination, "steps": self.steps, "grade": asdict(grade)}
+        grade = asdict(self.domain.grade(self.state, self.task, self.replies))
+        if termination in CUT_OFF:
+            grade["reward_at_cut"], grade["reward"] = grade["reward"], 0.0
+        self.info = {"termination": termination, "steps": self.steps, "grade": grade}
 
 
 @dataclass

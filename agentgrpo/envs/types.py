@@ -26,6 +26,11 @@ Termination = Literal["user_stop", "transfer", "max_turns", "token_budget", "abo
 """How an episode ended; ``aborted``: a request to a server (the LLM user) failed for good,
 so the episode has no grade and a NaN reward (evaluation and training leave it out)."""
 ABORTED = "aborted"
+CUT_OFF: frozenset[str] = frozenset({"max_turns", "token_budget"})
+"""Endings imposed from outside (the agent's turn or token budget ran out). τ-bench scores such an
+episode 0: its agent loop keeps the reward of the last step, which is 0 unless the episode ended by
+itself (the user's ``###STOP###`` or a transfer). A policy that stalls until the cap must not be
+graded on the database it left, or doing nothing scores every task that needs no change."""
 
 
 def error_observation(reason: str) -> str:

@@ -15,21 +15,23 @@ failure.
 task's position in the evaluated set otherwise, aborted episodes are reward-0 records with
 ``info.error``, and ``info.agentgrpo`` keeps what our metrics need (our task id, split,
 family, user seed, PRM-Lite score, the task-defining settings). ``replay`` regrades a
-trajectory by running its tool calls through our environment.
+trajectory by running its tool calls through our environment; a trajectory that did not
+end by itself (no ``###STOP###`` from the user, no terminating tool) was cut off by the agent
+loop's step limit and scores 0, as τ-bench scores it.
 """
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from omegaconf import OmegaConf
 
 from agentgrpo.config import DataError, MissingFileError, from_dict, to_dict
-from agentgrpo.envs.types import GradeResult, Task
+from agentgrpo.envs.types import CUT_OFF, USER_STOP, GradeResult, Task
 
 if TYPE_CHECKING:
     from agentgrpo.eval.config import EvalConfig
@@ -130,7 +132,7 @@ def _kind(value: Any) -> str:
 
 
 # ---- replaying ----------------------------------------------------------------------------------
-def replay(domain: Any, task: Task, traj: list[dict[str, Any]]) -> GradeResult:
+def replay(domain: Any, task: Task, traj: list[dict[str, Any]], termination: str | None = None) -> GradeResult:
     """Grade a trajectory by replaying it on a fresh database of ``domain``.
 
     Every assistant message with ``tool_calls`` runs its first call (as τ-bench's agent
@@ -138,6 +140,10 @@ def replay(domain: Any, task: Task, traj: list[dict[str, Any]]) -> GradeResult:
     assistant message without calls is a reply to the user, unless a ``tool`` message
     answers it (how a malformed turn of our policies is recorded), and the replies are
     searched for the task's outputs.
+
+    A cut-off episode scores 0 (the grade's other fields are the database's): one whose
+    recorded ``termination`` (our exports) is in ``CUT_OFF``, or, when none is recorded, one
+    that did not end by itself (``ended_by_itself``).
     """
     state = domain.new_state()
     replies: list[str] = []
@@ -146,17 +152,39 @@ def replay(domain: Any, task: Task, traj: list[dict[str, Any]]) -> GradeResult:
             continue
         calls = message.get("tool_calls") or []
         if calls:
-            function = calls[0].get("function") if isinstance(calls[0], dict) else None
-            function = function if isinstance(function, dict) else {}
-            arguments = _arguments(function.get("arguments"))
+            name, arguments = _first_call(calls)
             if arguments is not None:
-                domain.execute(state, function.get("name"), arguments)
+                domain.execute(state, name, arguments)
             continue
         answered_by_tool = i + 1 < len(traj) and traj[i + 1].get("role") == "tool"
         if not answered_by_tool:
             content = message.get("content")
             replies.append(content if isinstance(content, str) else "")
-    return domain.grade(state, task, replies)
+    grade = domain.grade(state, task, replies)
+    cut_off = termination in CUT_OFF if termination else not ended_by_itself(traj, domain.terminal_tools)
+    return replace(grade, reward=0.0) if cut_off else grade
+
+
+def ended_by_itself(traj: list[dict[str, Any]], terminal_tools: Any) -> bool:
+    """Whether τ-bench's loop would have stopped the episode itself: a user message says
+    ``###STOP###``, or the agent called a terminating tool (τ-bench ends on the call, whatever
+    it returned). Otherwise the loop ran out of steps, and τ-bench's reward is 0."""
+    for message in traj:
+        role = message.get("role")
+        if role == "user" and USER_STOP in str(message.get("content") or ""):
+            return True
+        if role == "assistant" and message.get("tool_calls"):
+            name, _ = _first_call(message["tool_calls"])
+            if name in terminal_tools:
+                return True
+    return False
+
+
+def _first_call(calls: list[Any]) -> tuple[Any, dict[str, Any] | None]:
+    """Name and arguments (None: not a JSON object) of a message's first tool call."""
+    function = calls[0].get("function") if isinstance(calls[0], dict) else None
+    function = function if isinstance(function, dict) else {}
+    return function.get("name"), _arguments(function.get("arguments"))
 
 
 def _arguments(raw: Any) -> dict[str, Any] | None:

@@ -175,8 +175,8 @@ def regrade_results(results: list[TauBenchResult], tasks: Mapping[str, EvalTask]
     lists tasks whose recorded gold actions or outputs (``info.task``) are not ours.
 
     ``recorded_graded`` is False where τ-bench's record has no grade (``reward_info`` null):
-    τ-bench rewards an episode that reaches its step limit 0 without grading it, while our
-    environment grades it at the limit."""
+    τ-bench rewards an episode that reaches its step limit 0 without grading it, and so does
+    ``replay`` (a cut-off episode scores 0)."""
     if tasks is None:
         raise DataError("--regrade needs the tasks the file was run on: pass --data-dir (a τ-bench airline "
                         "directory); files that `agentgrpo eval --format tau-bench` wrote carry their settings")
@@ -189,7 +189,7 @@ def regrade_results(results: list[TauBenchResult], tasks: Mapping[str, EvalTask]
         if r.aborted:
             skipped += 1
             continue
-        grade = replay(task.bundle.domain, task.task, r.traj)
+        grade = replay(task.bundle.domain, task.task, r.traj, r.ours.get("termination"))
         if (grade.reward == 1.0) == r.success:
             agree += 1
             continue

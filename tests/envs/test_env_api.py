@@ -51,7 +51,9 @@ def test_transfer_ends_the_episode(domain):
     assert not result.done and result.observation.startswith("Error")
 
 
-def test_step_limit_and_reward_only_at_the_end(domain):
+def test_an_episode_cut_at_the_step_limit_scores_0_as_in_tau_bench(domain):
+    """The database matches the gold after the first step, but the agent never ends the episode:
+    τ-bench's loop keeps the reward of its last, unfinished step (0), and so do we."""
     env, task = make_env(domain, "cancel_business", max_steps=3)
     env.reset()
     rid = task.scenario.reservation_id
@@ -61,7 +63,26 @@ def test_step_limit_and_reward_only_at_the_end(domain):
     env.step(Action("think", {"thought": "done"}))
     last = env.step(Action("think", {"thought": "still here"}))
     assert last.done and last.info["termination"] == "max_turns" and last.info["steps"] == 3
-    assert last.reward == 1.0  # ...and is graded only now
+    assert last.reward == 0.0 and env.reward == 0.0  # ...but a cut-off episode scores 0
+    assert last.info["grade"]["reward_at_cut"] == 1.0 and last.info["grade"]["db_match"]
+
+
+@pytest.mark.parametrize("termination", ["max_turns", "token_budget"])
+def test_an_episode_ended_from_outside_scores_0(domain, termination):
+    env, task = make_env(domain, "cancel_business", max_steps=10)
+    env.reset()
+    env.step(Action("cancel_reservation", {"reservation_id": task.scenario.reservation_id}))
+    result = env.finish(termination)
+    assert result.done and result.reward == 0.0 and result.info["termination"] == termination
+    assert result.info["grade"]["reward_at_cut"] == 1.0
+
+
+def test_the_same_episode_ended_by_the_user_is_graded(domain):
+    env, task = make_env(domain, "cancel_business", max_steps=10)
+    env.reset()
+    env.step(Action("cancel_reservation", {"reservation_id": task.scenario.reservation_id}))
+    result = env.finish("user_stop")
+    assert result.reward == 1.0 and "reward_at_cut" not in result.info["grade"]
 
 
 def test_write_family_gets_zero_without_the_write(domain):

@@ -260,3 +260,31 @@ def test_help_of_every_tau_bench_command():
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 0
+
+
+def test_regrade_scores_an_episode_cut_at_the_step_limit_0(tau_bench_dir, tmp_path, capsys):
+    """τ-bench records an episode its loop cut off (no ###STOP###, no transfer) with reward 0 and no
+    grade, even when the database it left is right. The regrade plays the same gold calls: with the
+    user's stop it grades 1, without it (cut off) 0, so both records agree."""
+    tasks = json.loads((tau_bench_dir / "tasks_test.json").read_text())
+    task = next(t for t in tasks if any(a["name"] not in ("respond", "transfer_to_human_agents")
+                                        for a in t["actions"]) and not t.get("outputs"))
+    index = tasks.index(task)
+    traj = [{"role": "system", "content": "policy"}, {"role": "user", "content": task["instruction"][:40]}]
+    for k, action in enumerate(a for a in task["actions"] if a["name"] != "respond"):
+        traj += [{"content": None, "role": "assistant", "tool_calls": [{"id": f"call_{k}", "type": "function",
+                  "function": {"name": action["name"], "arguments": json.dumps(action["kwargs"])}}]},
+                 {"role": "tool", "tool_call_id": f"call_{k}", "name": action["name"], "content": "..."}]
+    finished = traj + [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "###STOP###"}]
+    cut = traj + [{"role": "assistant", "content": "Anything else?"}, {"role": "user", "content": "Hm."}]
+    records = [{"task_id": index, "reward": 1.0, "info": {"reward_info": {}}, "traj": finished, "trial": 0},
+               {"task_id": index, "reward": 0.0, "info": {"reward_info": None}, "traj": cut, "trial": 1}]
+    path = tmp_path / "cut.json"
+    path.write_text(json.dumps(records))
+    regrade = score_json(capsys, str(path), "--regrade", "--data-dir", str(tau_bench_dir))["regrade"]
+    assert regrade["agree"] == 2 and regrade["disagree"] == 0
+    records[1]["reward"] = 1.0  # a file that graded the cut-off episode at the cap is caught
+    path.write_text(json.dumps(records))
+    regrade = score_json(capsys, str(path), "--regrade", "--data-dir", str(tau_bench_dir))["regrade"]
+    assert regrade["disagree"] == 1 and regrade["disagreements"][0]["regraded"] == 0.0
+    assert regrade["disagreements"][0]["db_match"]
