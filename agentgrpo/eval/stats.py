@@ -1,9 +1,12 @@
 """Uncertainty of evaluation figures: bootstrap CIs over tasks, paired differences, CIs
-over seeds, and the AUROC of a score against success. Pure numpy: no torch, no I/O.
+over seeds, intervals with seeds *and* tasks as random (``hierarchical_bootstrap``), sign-flip
+p-values, the minimum detectable effect of a grid, and the AUROC of a score against success.
+Pure numpy: no torch, no I/O.
 
 The unit of resampling is the task (its trials stay together), because tasks, not
-trials, are what a benchmark samples. Resampling uses numpy's PCG64 generator with a
-fixed seed, so the same inputs give the same interval on every machine.
+trials, are what a benchmark samples; where several training seeds were evaluated on the
+same tasks, seeds are sampled too. Resampling uses numpy's PCG64 generator with a fixed
+seed, so the same inputs give the same interval on every machine.
 """
 from __future__ import annotations
 
@@ -15,6 +18,14 @@ import numpy as np
 
 RESAMPLES = 2000
 """Bootstrap resamples: the 2.5/97.5 percentiles move by < 0.005 on pass^1 of 100+ tasks."""
+
+SIGN_FLIPS = 20_000
+"""Random sign patterns of a sign-flip test: the smallest p it can give is 1/20001, and a p near
+0.05 is known to ±0.003 (binomial standard error), well inside any Holm threshold it meets."""
+
+Z_975 = 1.959964
+Z_80 = 0.841621
+"""Standard-normal quantiles of a two-sided 5% test and of 80% power (minimum detectable effect)."""
 
 LEVEL = 0.95
 
@@ -118,6 +129,112 @@ def holm_adjust(p_values: Mapping[str, float]) -> dict[str, float]:
         running = max(running, min(1.0, (len(ordered) - rank) * p))
         adjusted[name] = running
     return adjusted
+
+
+def hierarchical_bootstrap(values: Sequence[Sequence[float]], weights: Sequence[float] | None = None,
+                           strata: Sequence[int | str] | None = None, *, resamples: int = RESAMPLES,
+                           level: float = LEVEL, seed: int = 0) -> Estimate:
+    """Weighted mean over tasks of ``values[s][t]`` (S seeds × T tasks, e.g. a checkpoint's
+    pass^1 minus its baseline's), with seeds and tasks both random.
+
+    value = Σ_t w_t · mean_s values[s][t] / Σ_t w_t. Each resample draws S seeds with
+    replacement, then T tasks with replacement (within each stratum when ``strata`` is given,
+    so a family-balanced test set keeps its design); every drawn seed takes the same task
+    draw, because every seed played the same tasks (seeds and tasks are crossed, not nested).
+    The interval is the percentile interval of the resampled means: it widens with the spread
+    between seeds, which an interval over tasks of the seed-averaged values leaves out.
+    ``n`` is the number of tasks. With few seeds (3) the seed draw is coarse (10 distinct
+    multisets) and the interval is on the narrow side of the truth: read it with the
+    per-seed values beside it.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2 or v.size == 0:
+        return Estimate(0.0, 0.0, 0.0, 0)
+    n_seeds, n_tasks = v.shape
+    w = np.ones(n_tasks) if weights is None else np.asarray(weights, dtype=np.float64)
+    if w.shape != (n_tasks,) or w.sum() <= 0:
+        raise ValueError(f"weights must be {n_tasks} non-negative numbers with a positive sum")
+    value = float((w * v.mean(axis=0)).sum() / w.sum())
+    rng = np.random.default_rng(seed)
+    seed_counts = np.zeros((resamples, n_seeds))
+    np.add.at(seed_counts, (np.arange(resamples)[:, None], rng.integers(0, n_seeds, (resamples, n_seeds))), 1.0)
+    seed_means = seed_counts @ v / n_seeds  # (R, T): each resample's seed-averaged value of every task
+    tasks = _task_draws(rng, n_tasks, strata, resamples)  # (R, T) task indices
+    drawn = np.take_along_axis(seed_means, tasks, axis=1)
+    draws = (drawn * w[tasks]).sum(axis=1) / np.maximum(w[tasks].sum(axis=1), 1e-300)
+    return _interval(value, draws, n_tasks, level)
+
+
+def _task_draws(rng: np.random.Generator, n_tasks: int, strata: Sequence[int | str] | None,
+                resamples: int) -> np.ndarray:
+    """(resamples, n_tasks) task indices drawn with replacement, within each stratum if given."""
+    if strata is None:
+        return rng.integers(0, n_tasks, size=(resamples, n_tasks))
+    labels = np.asarray([str(s) for s in strata])
+    if labels.shape != (n_tasks,):
+        raise ValueError(f"strata must label each of the {n_tasks} tasks")
+    out = np.empty((resamples, n_tasks), dtype=np.int64)
+    for label in sorted(set(labels.tolist())):
+        members = np.flatnonzero(labels == label)
+        out[:, members] = members[rng.integers(0, members.size, size=(resamples, members.size))]
+    return out
+
+
+def sign_flip_p_value(values: Sequence[float], weights: Sequence[float] | None = None, *,
+                      draws: int = SIGN_FLIPS, seed: int = 0) -> float:
+    """Two-sided p-value of "the per-task differences ``values`` are symmetric about 0" (a paired
+    sign-flip permutation test): the weighted mean is compared with its value under ``draws``
+    random sign patterns, p = (1 + #{|flipped| ≥ |observed|}) / (draws + 1). Exact under the
+    null whatever the values' distribution (ties and the {-1, 0, 1} differences of one trial)."""
+    d = np.asarray(values, dtype=np.float64)
+    if d.size == 0:
+        return 1.0
+    w = np.ones(d.size) if weights is None else np.asarray(weights, dtype=np.float64)
+    observed = abs(float((w * d).sum()))
+    rng = np.random.default_rng(seed)
+    extreme = 0
+    for block in np.array_split(np.arange(draws), max(1, draws // 2000)):  # bounded memory
+        signs = rng.integers(0, 2, size=(block.size, d.size)) * 2 - 1
+        extreme += int((np.abs(signs @ (w * d)) >= observed - 1e-12).sum())
+    return (1 + extreme) / (draws + 1)
+
+
+def gatekeep_holm(p_values: Mapping[str, float], primary: str | None, alpha: float = 0.05) -> dict[str, float]:
+    """Adjusted p-values of a table's starred comparisons, family-wise error ≤ ``alpha``:
+    the pre-registered ``primary`` is tested alone at ``alpha``; only if it is rejected are the
+    others tested, Holm-adjusted among themselves (a serial gatekeeper). When the gate stays
+    shut every other comparison gets p 1. Without a primary, Holm over all of them."""
+    if primary is None or primary not in p_values:
+        return holm_adjust(p_values)
+    others = {name: p for name, p in p_values.items() if name != primary}
+    gate = p_values[primary]
+    adjusted = {name: max(p, gate) for name, p in holm_adjust(others).items()} if gate <= alpha else \
+        dict.fromkeys(others, 1.0)
+    return {primary: gate, **adjusted}
+
+
+def variance_components(values: Sequence[Sequence[float]]) -> dict[str, float]:
+    """Seed, task and residual variances of an S × T table (seeds and tasks crossed, one value per
+    cell), from the two-way random-effects ANOVA's mean squares (negative estimates set to 0)."""
+    v = np.asarray(values, dtype=np.float64)
+    n_seeds, n_tasks = v.shape
+    grand = v.mean()
+    seed_means, task_means = v.mean(axis=1), v.mean(axis=0)
+    residual = v - seed_means[:, None] - task_means[None, :] + grand
+    ms_res = float((residual ** 2).sum() / max((n_seeds - 1) * (n_tasks - 1), 1))
+    ms_seed = float(n_tasks * ((seed_means - grand) ** 2).sum() / max(n_seeds - 1, 1))
+    ms_task = float(n_seeds * ((task_means - grand) ** 2).sum() / max(n_tasks - 1, 1))
+    return {"seed": max(0.0, (ms_seed - ms_res) / n_tasks) if n_seeds > 1 else 0.0,
+            "task": max(0.0, (ms_task - ms_res) / n_seeds) if n_seeds > 1 else ms_task,
+            "residual": ms_res if n_seeds > 1 else 0.0}
+
+
+def minimum_detectable_effect(components: Mapping[str, float], seeds: int, tasks: int) -> float:
+    """The smallest true mean difference a two-sided 5% test detects with 80% power in a grid of
+    ``seeds`` × ``tasks`` (crossed), given ``variance_components``: (z_.975 + z_.80) × SE with
+    SE² = σ²_seed/S + σ²_task/T + σ²_res/(S·T)."""
+    se2 = components["seed"] / seeds + components["task"] / tasks + components["residual"] / (seeds * tasks)
+    return (Z_975 + Z_80) * math.sqrt(se2)
 
 
 def t_quantile_975(df: int) -> float:

@@ -5,7 +5,10 @@ Generalization, the error rate and the reasoning depth, as before; and for stati
 power: a 95% bootstrap interval over tasks for every pass^k, pass@k, split pass^1 and
 Generalization (``metrics["ci"]``, from ``agentgrpo.eval.stats``), the do-nothing floor
 and pass^1 on the tasks that need a database write (from ``TaskFacts``), and how well
-PRM-Lite's process score separates successful from failed episodes (AUROC).
+PRM-Lite's process score separates successful from failed episodes (AUROC); the headline
+figures of ``agentgrpo.eval.figures`` (family-balanced, τ-bench-weighted, write and no-write
+pass^1), each with an interval that resamples tasks within families; and how many episodes
+were cut off at the turn or token budget (they score 0, as in τ-bench).
 
 The per-task rows keep each trial's success, user seed and process score, so two
 evaluations of the same tasks can be paired later (``agentgrpo.eval.compare``).
@@ -17,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentgrpo.envs.registry import TRAIN_SPLITS
+from agentgrpo.envs.types import CUT_OFF
+from agentgrpo.eval.figures import FIGURES, figure_weights, task_kind, tau_bench_weights, weighted_mean
 from agentgrpo.eval.metrics import (
     SEED_SPLIT_WEIGHTS,
     generalization,
@@ -25,7 +30,13 @@ from agentgrpo.eval.metrics import (
     task_pass_at_k,
     task_pass_hat_k,
 )
-from agentgrpo.eval.stats import Estimate, bootstrap_auroc, bootstrap_mean, bootstrap_stratified
+from agentgrpo.eval.stats import (
+    Estimate,
+    bootstrap_auroc,
+    bootstrap_mean,
+    bootstrap_stratified,
+    hierarchical_bootstrap,
+)
 from agentgrpo.eval.tasks import TaskFacts
 from agentgrpo.eval.types import EpisodeRecord
 from agentgrpo.stats_util import percentile_50
@@ -69,6 +80,9 @@ def summarize(records: list[EpisodeRecord], trials: int, split_sizes: dict[str, 
         "generalization": generalization(by_split, split_sizes),
         "write_pass^1": pass1(writes) if known else None,
         "write_tasks": len(writes),
+        **{FIGURE_KEYS[f]: _figure(per_task, f) for f in FIGURES if f not in ("overall", "write")},
+        "tau_bench_weights": tau_bench_weights([task_kind(t["write"], t["do_nothing"]) for t in known]),
+        "cut_off": sum(r.termination in CUT_OFF for r in finished),
         "do_nothing_floor": _mean([t["do_nothing"] for t in known]) if known else None,
         "do_nothing_floor_by_split": {s: _mean([t["do_nothing"] for t in split_rows(known, s)])
                                       for s in by_split if split_rows(known, s)},
@@ -147,7 +161,22 @@ def intervals(per_task: list[dict[str, Any]], trials: int, split_sizes: Mapping[
     if known:
         ci["write_pass^1"] = estimate([t for t in known if t["write"]])
         ci["do_nothing_floor"] = bootstrap_mean([t["do_nothing"] for t in known]).to_dict()
+    for figure in FIGURES[1:]:
+        weights = figure_weights(per_task, figure) if per_task else None
+        if weights is not None:
+            ci[FIGURE_KEYS[figure]] = hierarchical_bootstrap(
+                [[task_pass1(r) for r in per_task]], weights, [r["family"] for r in per_task]).to_dict()
     return ci
+
+
+FIGURE_KEYS = {"overall": "pass^1", "family": "family_pass^1", "tau_bench": "tau_bench_pass^1",
+               "write": "write_pass^1", "no_write": "no_write_pass^1"}
+"""Each headline figure's key in an evaluation's ``metrics`` (and ``metrics["ci"]``)."""
+
+
+def _figure(per_task: list[dict[str, Any]], figure: str) -> float | None:
+    weights = figure_weights(per_task, figure) if per_task else None
+    return None if weights is None else weighted_mean([task_pass1(r) for r in per_task], weights)
 
 
 def prm_auroc(per_task: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -101,7 +101,9 @@ def test_eval_json_keeps_the_old_keys_and_adds_intervals(tmp_path):
            "error_rate", "reasoning_depth_p50", "episodes", "aborted", "tasks"}
     assert old <= set(m) and m["pass^k"]["1"] == 1.0
     assert set(m["ci"]) == {"pass^k", "pass@k", "pass^1_by_split", "generalization", "write_pass^1",
-                            "do_nothing_floor", "tau_bench_pass^k"}
+                            "do_nothing_floor", "tau_bench_pass^k", "family_pass^1", "tau_bench_pass^1",
+                            "no_write_pass^1"}
+    assert m["family_pass^1"] == m["tau_bench_pass^1"] == m["no_write_pass^1"] == 1.0 and m["cut_off"] == 0
     assert m["tau_bench_pass^k"] == {"1": 1.0, "2": 1.0}  # nothing aborted: τ-bench's count is ours
     assert m["ci"]["pass^k"]["2"] == {"value": 1.0, "low": 1.0, "high": 1.0, "n": 12}
     assert m["prm_auroc"]["failures"] == 0 and m["prm_auroc"]["value"] is None  # the oracle never fails
