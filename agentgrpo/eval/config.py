@@ -57,8 +57,12 @@ class EvalConfig:
     tasks, its unseen tasks, its env.splits.validation tasks): cheap, the seed's layout.
     N > 0: N fresh tasks per split from held-out worlds (``heldout_seed``), each split the
     families that stand there in training; one episode moves pass^1 by 1/(N·trials)."""
+    tasks_per_family: int = 0
+    """N > 0: instead of ``tasks_per_split``, N fresh tasks of every family of ``splits`` from
+    held-out worlds, so overall pass^1 weighs every family alike (a split's share is then its
+    number of families). 0: ``tasks_per_split`` decides."""
     heldout_seed: int = 0
-    """Which held-out worlds (tasks_per_split > 0): test worlds have seeds 10^9 + 10^4·s + w,
+    """Which held-out worlds (tasks_per_split or tasks_per_family > 0): test worlds have seeds 10^9 + 10^4·s + w,
     validation worlds 2·10^9 + 10^4·s + w, so neither meets a training world (env.seed < 10^9)."""
     trials: int = 4
     """Trials per task (n of pass^k); each with a differently seeded user."""
@@ -92,7 +96,11 @@ class EvalConfig:
                 "report them")
         require(self.tasks_per_split >= 0, "tasks_per_split", self.tasks_per_split,
                 "must be >= 0 (0 = the env's own splits)")
-        check_heldout(self.env, self.tasks_per_split)  # the domain's: e.g. airline's need generated worlds
+        require(self.tasks_per_family >= 0, "tasks_per_family", self.tasks_per_family,
+                "must be >= 0 (0 = tasks_per_split decides)")
+        require(not (self.tasks_per_family and self.tasks_per_split), "tasks_per_family", self.tasks_per_family,
+                f"and tasks_per_split={self.tasks_per_split} are two ways to size one set: set one of them to 0")
+        check_heldout(self.env, self.tasks_per_split or self.tasks_per_family)  # the domain's: e.g. generated worlds
         require(self.task_ids is None or len(self.task_ids) > 0, "task_ids", self.task_ids,
                 "must be a non-empty list of task ids, or null for every task")
         require(0 <= self.heldout_seed < 100_000, "heldout_seed", self.heldout_seed, "must be in [0, 100000)")

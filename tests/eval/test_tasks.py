@@ -43,7 +43,9 @@ def test_facts_follow_the_family_table_and_an_empty_episode_in_the_real_env():
             assert (facts.do_nothing, facts.write) == expected_facts(task.family), task.task_id
             env = make_env(bundle, task, small_env_config(), user_seed=0)
             env.reset()
-            assert env.finish("max_turns").reward == facts.do_nothing  # the agent ended at once
+            assert env.finish("user_stop").reward == facts.do_nothing  # the agent ended at once
+            env.reset()
+            assert env.finish("max_turns").reward == 0.0  # a stall until the cap scores nothing
 
 
 def test_do_nothing_floor_and_write_tasks_of_the_default_eval_world():
@@ -143,3 +145,33 @@ def test_the_oracle_solves_a_heldout_evaluation(tmp_path):
     assert report.task_set["source"] == "heldout" and report.task_set["worlds"][0] == HELDOUT_SEED_BASE["test"]
     assert len(report.task_set["families"]["unseen"]) == 15
     assert "6 fresh tasks per split from" in (tmp_path / "eval.md").read_text()
+
+
+def test_tasks_per_family_draws_every_family_alike():
+    """With tasks_per_family the test set holds N tasks of every family of its splits (per-split
+    draws give the 7 uncovered families 2.3 times the weight of the 16 covered ones)."""
+    from collections import Counter
+
+    from agentgrpo.config import load_config
+
+    config = load_config(EvalConfig, ["splits=[covered_seen,uncovered_seen]", "tasks_per_family=3"],
+                         defaults="eval.yaml")
+    tasks = eval_tasks(config)
+    counts = Counter((t.split, t.task.family) for t in tasks)
+    assert set(counts.values()) == {3} and len(counts) == len({t.task.family for t in tasks}) == 23
+    assert [t.task.task_id for t in eval_tasks(config)] == [t.task.task_id for t in tasks]  # deterministic
+    larger = eval_tasks(load_config(EvalConfig, ["splits=[covered_seen,uncovered_seen]", "tasks_per_family=4"],
+                                    defaults="eval.yaml"))
+    assert {t.task.task_id for t in tasks} <= {t.task.task_id for t in larger}  # a larger set starts with it
+    per_split = Counter(t.split for t in eval_tasks(load_config(
+        EvalConfig, ["splits=[covered_seen,uncovered_seen]", "tasks_per_split=46"], defaults="eval.yaml")))
+    assert per_split["covered_seen"] == per_split["uncovered_seen"] == 46
+
+
+def test_tasks_per_family_and_per_split_are_exclusive():
+    from agentgrpo.config import ConfigError, load_config
+
+    with pytest.raises((ConfigError, ValueError), match="tasks_per_family"):
+        load_config(EvalConfig, ["tasks_per_family=2", "tasks_per_split=4"], defaults="eval.yaml")
+    with pytest.raises((ConfigError, ValueError), match="tasks_per_family"):
+        load_config(EvalConfig, ["tasks_per_family=-1"], defaults="eval.yaml")
