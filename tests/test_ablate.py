@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 
 from agentgrpo.config import ConfigError
+from agentgrpo.eval.grid import seed_aware_delta
 from agentgrpo.eval.stats import holm_adjust, mean_over_seeds
 from agentgrpo.jobs.ablate import (
     AblationPlan,
     _check_configs,
-    _pooled_delta,
     make_plan,
     plan_jobs,
-    summarize_setting,
     write_index,
 )
 from agentgrpo.jobs.ablate_grid import Job, run_jobs, threads_per_job
+from agentgrpo.jobs.ablate_summary import summarize_setting
 from agentgrpo.report.ablation import ablation_markdown
 
 
@@ -114,7 +114,7 @@ def test_plan_resumes_partial_runs_and_evaluations(tmp_path):
 def test_presets_resolve_and_bad_choices_fail_naming_them(tmp_path):
     for preset in ("cpu-quick", "cpu"):
         plan = make_plan(tmp_path, preset)
-        assert len(plan.experiments) == 7 and plan.seeds == [0, 1, 2]
+        assert len(plan.experiments) == 7 and plan.seeds[:3] == [0, 1, 2]
         _check_configs(plan)  # every stage's config of every setting and experiment resolves
     with pytest.raises(ConfigError, match="--preset 'nope'"):
         make_plan(tmp_path, "nope")
@@ -125,7 +125,7 @@ def test_presets_resolve_and_bad_choices_fail_naming_them(tmp_path):
 
 
 def test_an_opt_in_setting_runs_only_when_named(tmp_path):
-    assert list(make_plan(tmp_path, "cpu").settings) == ["base"]  # the 7 x 3 grid alone
+    assert list(make_plan(tmp_path, "cpu").settings) == ["base"]  # the 7 x 5 grid alone
     assert list(make_plan(tmp_path, "cpu", settings=["stress"]).settings) == ["stress"]
     assert list(make_plan(tmp_path, "cpu", settings=["base", "stress"]).settings) == ["base", "stress"]
     only_stress, typo = tmp_path / "only-stress.yaml", tmp_path / "typo.yaml"  # presets of one's own
@@ -152,7 +152,7 @@ def test_a_setting_can_run_a_subset_of_the_experiments_and_seeds(tmp_path):
     assert plan.settings["stress"] == ["trainer.lr=2.0e-3", "trainer.lld_diagnostic=true", "trainer.steps=6"]
     assert plan.experiments_of("stress") == ["vanilla", "joint", "llds", "joint_llds"]  # the grid's order
     assert plan.experiments_of("base") == plan.experiments
-    assert plan.seeds_of("stress") == [0] and plan.seeds_of("base") == [0, 1, 2]
+    assert plan.seeds_of("stress") == [0] and plan.seeds_of("base") == [0, 1, 2, 3, 4]
     names = [job.name for job in plan_jobs(plan) if job.name.startswith("stress/") and not job.name.endswith("/eval")]
     assert sorted(names) == sorted(f"stress/seed0/{e}" for e in ("vanilla", "llds", "joint", "joint_llds"))
     # the command line narrows further
@@ -166,8 +166,39 @@ def test_a_setting_can_run_a_subset_of_the_experiments_and_seeds(tmp_path):
         AblationPlan(tmp_path, seeds=[0, 1], settings={"stress": []}, setting_seeds={"stress": [5]})
 
 
+def shared_sft_preset(tmp_path: Path) -> str:
+    """The cpu preset with one SFT checkpoint shared by every seed (the grid's cost-saving option)."""
+    import yaml
+
+    data = yaml.safe_load((Path(__file__).parents[1] / "configs" / "ablate" / "cpu.yaml").read_text())
+    data |= {"shared_sft": True, "seeds": [0, 1, 2]}
+    path = tmp_path / "shared.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_the_cpu_preset_trains_an_sft_per_seed_and_tests_on_a_fresh_family_balanced_set(tmp_path):
+    plan = make_plan(tmp_path / "grid", "cpu")
+    assert not plan.shared_sft and plan.sft_seeds == plan.seeds == [0, 1, 2, 3, 4]
+    jobs = {job.name: job for job in plan_jobs(plan)}
+    for seed in plan.seeds:
+        assert jobs[f"base/seed{seed}/joint"].needs == [f"sft/seed{seed}"]
+    held_out = {"splits=[covered_seen,uncovered_seen]", "tasks_per_family=24", "heldout_seed=1", "trials=1"}
+    assert held_out <= set(jobs["sft/seed0/eval"].command)
+    # --split validation: the same grid on validation worlds, evaluations and reports apart
+    val = make_plan(tmp_path / "grid", "cpu", split="validation")
+    val_jobs = {job.name: job for job in plan_jobs(val)}
+    assert "sft/seed0/eval-validation" in val_jobs and val_jobs["sft/seed0/eval-validation"].command[-2] == \
+        "splits=[validation]"
+    assert val.report_dir("base") == tmp_path / "grid" / "base" / "validation"
+    assert val_jobs["base/seed1/joint"].done_file == jobs["base/seed1/joint"].done_file  # the same GRPO runs
+    with pytest.raises(ConfigError, match="--split"):
+        AblationPlan(tmp_path, split="train")
+
+
 def test_a_shared_sft_is_trained_once_and_starts_every_seed(tmp_path):
-    plan = make_plan(tmp_path, "cpu")
+    preset = shared_sft_preset(tmp_path)
+    plan = make_plan(tmp_path, preset)
     assert plan.shared_sft and plan.sft_seeds == [0]
     jobs = {job.name: job for job in plan_jobs(plan)}
     assert {n for n in jobs if n.startswith("sft/")} == {"sft/seed0", "sft/seed0/eval"}
@@ -176,26 +207,27 @@ def test_a_shared_sft_is_trained_once_and_starts_every_seed(tmp_path):
         assert f"policy.init={tmp_path / 'sft' / 'seed0' / 'final'}" in jobs[f"base/seed{seed}/joint"].command
         assert plan.sft_eval_dir(seed) == tmp_path / "sft" / "seed0" / "eval"
     assert "env.delexicalise=true" in jobs["sft/seed0"].command
-    # the held-out evaluation: 400 fresh tasks of test worlds, the same for every checkpoint
-    held_out = {"splits=[covered_seen,uncovered_seen]", "tasks_per_split=200", "trials=1"}
-    assert held_out <= set(jobs["sft/seed0/eval"].command)
     # resuming part of the grid with --seeds reuses the grid's SFT: it is never trained again
-    narrowed = make_plan(tmp_path, "cpu", seeds=[1, 2], experiments=["joint"])
+    narrowed = make_plan(tmp_path, preset, seeds=[1, 2], experiments=["joint"])
     assert narrowed.sft_seeds == [0] and narrowed.sft_dir(2) == tmp_path / "sft" / "seed0" / "final"
     assert {n for n in (job.name for job in plan_jobs(narrowed)) if n.startswith("sft/")} == {"sft/seed0",
                                                                                            "sft/seed0/eval"}
-    own = make_plan(tmp_path, seeds=[0, 1])  # without the preset: one SFT per seed, as before
+    own = make_plan(tmp_path, seeds=[0, 1])  # without the preset: one SFT per seed
     assert own.sft_seeds == [0, 1] and own.sft_dir(1) == tmp_path / "sft" / "seed1" / "final"
     # the table's SFT row is one checkpoint, and every seed's runs pair with it
-    plan = make_plan(tmp_path, "cpu", experiments=["vanilla"])
+    plan = make_plan(tmp_path, preset, experiments=["vanilla"])
     for out, solved in ((plan.sft_eval_dir(0), 1), *((plan.run_dir("base", s, "vanilla") / "eval", 2) for s in (0, 1))):
         out.mkdir(parents=True)
         (out / "eval.json").write_text(json.dumps(fake_eval({t: float(i < solved) for i, t in enumerate(SPLITS)},
                                                             SPLITS)))
     rows = summarize_setting(plan, "base")["rows"]
     assert rows["SFT"]["seeds_done"] == [0] and rows["vanilla"]["seeds_done"] == [0, 1]
-    assert rows["vanilla"]["vs_sft"]["seeds"] == [0, 1]
-    assert rows["vanilla"]["vs_sft"]["pass^1"]["value"] == pytest.approx(0.25)
+    assert rows["vanilla"]["vs_sft"]["seeds"] == [0, 1] and rows["vanilla"]["vs_sft"]["pairs"] == {0: 0, 1: 0}
+    assert overall(rows["vanilla"]["vs_sft"])["value"] == pytest.approx(0.25)
+
+
+def overall(comparison: dict, figure: str = "overall") -> dict:
+    return comparison["figures"][figure]["estimate"]
 
 
 def fake_eval(pass1_by_task: dict[str, float], split_of: dict[str, str], trials: int = 2,
@@ -205,7 +237,8 @@ def fake_eval(pass1_by_task: dict[str, float], split_of: dict[str, str], trials:
     rows = []
     for task, value in pass1_by_task.items():
         wins = round(value * trials)
-        rows.append({"task_id": task, "split": split_of[task], "successes": [True] * wins + [False] * (trials - wins),
+        rows.append({"task_id": task, "split": split_of[task], "family": split_of[task],
+                     "successes": [True] * wins + [False] * (trials - wins),
                      "trials": list(range(trials)), "user_seeds": [100 + i for i in range(trials)]})
         if do_nothing is not None:
             rows[-1]["do_nothing"] = do_nothing[task]
@@ -220,19 +253,24 @@ def fake_eval(pass1_by_task: dict[str, float], split_of: dict[str, str], trials:
 SPLITS = {"t1": "uncovered_seen", "t2": "uncovered_seen", "t3": "unseen", "t4": "unseen"}
 
 
-def test_pooled_delta_averages_each_task_over_seeds():
+def test_seed_aware_delta_pairs_seeds_and_keeps_their_spread():
     a = {0: fake_eval({"t1": 1, "t2": 1, "t3": 0.5, "t4": 0}, SPLITS),
          1: fake_eval({"t1": 1, "t2": 0, "t3": 1, "t4": 0}, SPLITS)}
     b = {0: fake_eval({"t1": 0, "t2": 1, "t3": 0.5, "t4": 0}, SPLITS),
          1: fake_eval({"t1": 0, "t2": 0, "t3": 0, "t4": 0}, SPLITS),
          2: fake_eval({"t1": 0, "t2": 0, "t3": 0, "t4": 0}, SPLITS)}  # seed 2 has no partner: left out
-    delta = _pooled_delta(a, b)
-    # per task over seeds 0, 1: t1 (1 + 1)/2 = 1, t2 0, t3 (0 + 1)/2 = 0.5, t4 0 -> mean 0.375
-    assert delta["seeds"] == [0, 1]
-    assert delta["pass^1"]["value"] == pytest.approx(0.375)
-    assert delta["pass^1"]["n"] == 4
-    # Generalization weights the split means by the split sizes (2, 2): (0.5·2 + 0.25·2) / 4
-    assert delta["generalization"]["value"] == pytest.approx(0.375)
+    delta = seed_aware_delta(a, b)
+    # seed 0: t1 +1 → 0.25; seed 1: t1 +1, t3 +1 → 0.5; the mean 0.375
+    assert delta["seeds"] == [0, 1] and delta["tasks"] == 4
+    assert overall(delta)["value"] == pytest.approx(0.375)
+    assert delta["figures"]["overall"]["per_seed"] == pytest.approx({0: 0.25, 1: 0.5})
+    # two families (the splits here) of two tasks each: family-balanced is the same mean
+    assert overall(delta, "family")["value"] == pytest.approx(0.375)
+    assert "write" not in delta["figures"]  # no task facts in these evaluations
+    assert 0 < delta["p"] <= 1 and delta["mde"] > 0
+    # against another seed's baseline (one shared SFT): every seed pairs with seed 2's
+    shared = seed_aware_delta(a, b, {0: 2, 1: 2})
+    assert shared["pairs"] == {0: 2, 1: 2} and overall(shared)["value"] == pytest.approx((0.625 + 0.5) / 2)
 
 
 def test_every_row_is_compared_with_the_do_nothing_reward_task_by_task(tmp_path):
@@ -248,17 +286,17 @@ def test_every_row_is_compared_with_the_do_nothing_reward_task_by_task(tmp_path)
     summary = summarize_setting(plan, "base")
     rows = summary["rows"]
     # SFT: (0 − 1) + (1 − 1) + (1 − 0) + (0 − 0) over 4 tasks
-    assert rows["SFT"]["vs_floor"]["pass^1"]["value"] == pytest.approx(0.0)
-    # vanilla, each task averaged over seeds first: t1 1 − 1, t2 0.5 − 1, t3 0.5, t4 0.5 → 0.5 / 4
-    assert rows["vanilla"]["vs_floor"]["pass^1"]["value"] == pytest.approx(0.125)
-    assert rows["vanilla"]["vs_floor"]["seeds"] == [0, 1] and rows["vanilla"]["vs_floor"]["pass^1"]["n"] == 4
+    assert overall(rows["SFT"]["vs_floor"])["value"] == pytest.approx(0.0)
+    # vanilla: seed 0 ends at once (0), seed 1 loses t2 and solves t3, t4 (+0.25) → 0.125
+    assert overall(rows["vanilla"]["vs_floor"])["value"] == pytest.approx(0.125)
+    assert rows["vanilla"]["vs_floor"]["seeds"] == [0, 1] and overall(rows["vanilla"]["vs_floor"])["n"] == 4
+    assert rows["vanilla"]["vs_floor"]["figures"]["overall"]["per_seed"] == pytest.approx({0: 0.0, 1: 0.25})
     table = ablation_markdown(summary)
-    assert "| Δ vs do-nothing | Δ vs vanilla | Δ vs SFT |" in table
-    vanilla_line = next(line for line in table.splitlines() if line.startswith("| vanilla |"))
-    assert "+0.125 [" in vanilla_line
+    vanilla_line = next(line for line in table.splitlines() if line.startswith("| vanilla | do-nothing floor |"))
+    assert "+0.125 [" in vanilla_line and "+0.000, +0.250" in vanilla_line
     # evaluations without the do-nothing reward (older eval.json) leave the column empty
     (plan.sft_eval_dir(0) / "eval.json").write_text(json.dumps(fake_eval(scores[("sft", 0)], SPLITS)))
-    assert summarize_setting(plan, "base")["rows"]["SFT"]["vs_floor"] is None
+    assert "vs_floor" not in summarize_setting(plan, "base")["rows"]["SFT"]
 
 
 def test_summary_rows_are_means_over_seeds_with_deltas_and_findings(tmp_path):
@@ -276,37 +314,47 @@ def test_summary_rows_are_means_over_seeds_with_deltas_and_findings(tmp_path):
     expected = mean_over_seeds([0.75, 0.5]).to_dict()
     assert rows["lata"]["mean"]["pass^1"] == pytest.approx(expected)
     # lata − vanilla per task: seed 0 lata solves t1..t3, vanilla t1,t2; seed 1 lata t1,t2, vanilla t1
-    assert rows["lata"]["vs_vanilla"]["pass^1"]["value"] == pytest.approx(0.25)
-    assert rows["vanilla"]["vs_sft"]["pass^1"]["value"] == pytest.approx((0.25 + 0.0) / 2)
+    assert overall(rows["lata"]["vs_vanilla"])["value"] == pytest.approx(0.25)
+    assert overall(rows["vanilla"]["vs_sft"])["value"] == pytest.approx((0.25 + 0.0) / 2)
     assert "vs_vanilla" not in rows["vanilla"]
     assert rows["lata"]["diagnose"] == {}  # no metrics.jsonl: nothing to diagnose
-    # no primary registered: both comparisons with SFT are secondary, Holm-adjusted over the two
-    p = {name: rows[name]["vs_sft"]["p"] for name in ("vanilla", "lata")}
-    assert 0 < p["lata"] <= p["vanilla"] <= 1
-    assert rows["lata"]["vs_sft"]["p_holm"] == pytest.approx(min(1.0, 2 * p["lata"]))
-    assert rows["vanilla"]["vs_sft"]["p_holm"] == pytest.approx(max(min(1.0, 2 * p["lata"]), p["vanilla"]))
+    # no primary registered: Holm over every comparison of the table
+    family = {f"{name}/{key}": rows[name][key]["p"] for name, key in
+              (("vanilla", "vs_sft"), ("lata", "vs_sft"), ("lata", "vs_vanilla"))}
+    adjusted = {f"{name}/{key}": rows[name][key]["p_adjusted"] for name, key in
+                (("vanilla", "vs_sft"), ("lata", "vs_sft"), ("lata", "vs_vanilla"))}
+    assert adjusted == pytest.approx(holm_adjust(family))
 
 
-def test_the_pre_registered_primary_comparison_is_left_out_of_the_holm_family(tmp_path):
+def test_the_pre_registered_primary_comparison_gates_the_rest(tmp_path):
     from agentgrpo.report.ablation import ablation_markdown
 
+    tasks = {f"t{i}": ("uncovered_seen" if i % 2 else "unseen") for i in range(16)}
     plan = make_plan(tmp_path, seeds=[0], experiments=["vanilla", "lata", "joint"])
     plan.primary = "joint"
-    for name, solved in (("sft", 1), ("vanilla", 2), ("lata", 3), ("joint", 4)):
+    for name, solved in (("sft", 0), ("vanilla", 2), ("lata", 3), ("joint", 16)):
         out = plan.sft_eval_dir(0) if name == "sft" else plan.run_dir("base", 0, name) / "eval"
         out.mkdir(parents=True)
-        per_task = {t: (1.0 if i < solved else 0.0) for i, t in enumerate(SPLITS)}
-        (out / "eval.json").write_text(json.dumps(fake_eval(per_task, SPLITS)))
+        per_task = {t: (1.0 if i < solved else 0.0) for i, t in enumerate(tasks)}
+        (out / "eval.json").write_text(json.dumps(fake_eval(per_task, tasks)))
     summary = summarize_setting(plan, "base")
     rows = summary["rows"]
-    assert summary["primary"] == "joint" and rows["joint"]["vs_sft"]["primary"] is True
-    assert "p_holm" not in rows["joint"]["vs_sft"]
-    family = {name: rows[name]["vs_sft"]["p"] for name in ("vanilla", "lata")}
-    assert {name: rows[name]["vs_sft"]["p_holm"] for name in family} == pytest.approx(holm_adjust(family))
+    primary = rows["joint"]["vs_sft"]
+    assert summary["primary"] == "joint" and primary["primary"] is True
+    assert primary["p_adjusted"] == primary["p"] < 0.001 and primary["star"]  # 16 of 16 tasks: +1
+    others = {"vanilla/vs_sft": rows["vanilla"]["vs_sft"]["p"], "lata/vs_sft": rows["lata"]["vs_sft"]["p"],
+              "lata/vs_vanilla": rows["lata"]["vs_vanilla"]["p"], "joint/vs_vanilla": rows["joint"]["vs_vanilla"]["p"]}
+    expected = {k: max(v, primary["p"]) for k, v in holm_adjust(others).items()}
+    assert {k: rows[k.split("/")[0]][k.split("/")[1]]["p_adjusted"] for k in others} == pytest.approx(expected)
     table = ablation_markdown(summary)
-    assert "pre-registered primary comparison is joint vs SFT" in table
-    assert "(primary)" in next(line for line in table.splitlines() if line.startswith("| joint |"))
-    assert "p_Holm" in next(line for line in table.splitlines() if line.startswith("| lata |"))
+    assert "pre-registered primary (joint − SFT) is tested first" in table
+    assert "(primary " in next(line for line in table.splitlines() if line.startswith("| joint | SFT |"))
+    assert "(adjusted " in next(line for line in table.splitlines() if line.startswith("| lata | SFT |"))
+    # a primary that fails shuts the gate: nothing else is starred
+    (plan.run_dir("base", 0, "joint") / "eval" / "eval.json").write_text(json.dumps(fake_eval(dict.fromkeys(tasks, 0.0),
+                                                                                         tasks)))
+    rows = summarize_setting(plan, "base")["rows"]
+    assert not rows["joint"]["vs_sft"]["star"] and rows["lata"]["vs_sft"]["p_adjusted"] == 1.0
     with pytest.raises(ConfigError, match="primary='bogus'"):
         AblationPlan(tmp_path, experiments=["vanilla"], primary="bogus")
 

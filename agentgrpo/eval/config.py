@@ -100,11 +100,13 @@ class EvalConfig:
                 "must be >= 0 (0 = tasks_per_split decides)")
         require(not (self.tasks_per_family and self.tasks_per_split), "tasks_per_family", self.tasks_per_family,
                 f"and tasks_per_split={self.tasks_per_split} are two ways to size one set: set one of them to 0")
-        check_heldout(self.env, self.tasks_per_split or self.tasks_per_family)  # the domain's: e.g. generated worlds
+        # the domain's own check: e.g. the airline's held-out tasks need generated worlds
+        check_heldout(self.env, self.tasks_per_split or self.tasks_per_family)
         require(self.task_ids is None or len(self.task_ids) > 0, "task_ids", self.task_ids,
                 "must be a non-empty list of task ids, or null for every task")
         require(0 <= self.heldout_seed < 100_000, "heldout_seed", self.heldout_seed, "must be in [0, 100000)")
-        require(self.max_batch >= 1, "max_batch", self.max_batch, "must be >= 1 (rows the rollout engine decodes together)")
+        require(self.max_batch >= 1, "max_batch", self.max_batch,
+                "must be >= 1 (rows the rollout engine decodes together)")
         require(self.concurrency >= 1, "concurrency", self.concurrency, "must be >= 1 (episodes at once)")
 
     @property

@@ -139,7 +139,7 @@ def hierarchical_bootstrap(values: Sequence[Sequence[float]], weights: Sequence[
 
     value = Σ_t w_t · mean_s values[s][t] / Σ_t w_t. Each resample draws S seeds with
     replacement, then T tasks with replacement (within each stratum when ``strata`` is given,
-    so a family-balanced test set keeps its design); every drawn seed takes the same task
+    so a family-balanced test set keeps its design; strata of one task are pooled); every drawn seed takes the same task
     draw, because every seed played the same tasks (seeds and tasks are crossed, not nested).
     The interval is the percentile interval of the resampled means: it widens with the spread
     between seeds, which an interval over tasks of the seed-averaged values leaves out.
@@ -173,6 +173,9 @@ def _task_draws(rng: np.random.Generator, n_tasks: int, strata: Sequence[int | s
     labels = np.asarray([str(s) for s in strata])
     if labels.shape != (n_tasks,):
         raise ValueError(f"strata must label each of the {n_tasks} tasks")
+    # a stratum of one task cannot show its spread: such tasks are resampled together
+    names, counts = np.unique(labels, return_counts=True)
+    labels = np.where(np.isin(labels, names[counts < 2]), "\0single", labels)
     out = np.empty((resamples, n_tasks), dtype=np.int64)
     for label in sorted(set(labels.tolist())):
         members = np.flatnonzero(labels == label)

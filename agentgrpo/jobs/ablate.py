@@ -8,12 +8,14 @@ trials and user seeds, and diagnoses every run (``agentgrpo diagnose``). Finishe
 are skipped, killed ones resumed, independent ones run ``--parallel`` at a time
 (``agentgrpo.jobs.ablate_grid``).
 
-The result, per setting (``ablation.md``, ``ablation.json``, plots): the seed study's
-table (overall pass^1, Generalization, write-task pass^1, error rate, reasoning depth p50)
-as the mean over seeds with a 95% t-interval, the paired differences against vanilla and
-against SFT (per task, averaged over seeds, bootstrapped over tasks: the evaluation
-episodes pool across seeds), comparison bars with error bars, validation pass^1 against
-step when the runs validate, and each run's diagnose findings.
+The result, per setting (``ablation.md``, ``ablation.json``, plots; ``agentgrpo.jobs.ablate_summary``):
+the seed study's table (overall, family-balanced, τ-bench-weighted, write and no-write pass^1,
+Generalization, error rate, reasoning depth p50, cut-off episodes) as the mean over seeds with
+a 95% t-interval; the paired differences against the do-nothing floor, vanilla and SFT with
+seeds and tasks both random (``agentgrpo.eval.grid``), their per-seed values, sign-flip
+p-values adjusted over the whole table (the primary as gatekeeper, Holm behind it);
+comparison bars, validation pass^1 against step when the runs validate, and each run's
+diagnose findings. ``--split validation`` evaluates the same grid on validation worlds.
 
 Presets (``--preset``, ``configs/ablate/*.yaml`` or a file of one's own) fix the grid and its
 sizes; ``cpu-quick`` and ``cpu`` are the CPU benchmark (docs/results/ablation-cpu.md). A
@@ -25,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,10 +35,13 @@ import yaml
 
 from agentgrpo.config import CONFIG_DIR, ConfigError, DataError, available_experiments, split_overrides
 from agentgrpo.jobs.ablate_grid import Job, eval_job, grpo_job, run_jobs, sft_job
+from agentgrpo.jobs.ablate_summary import write_report
 
 PRESET_DIR = CONFIG_DIR / "ablate"
 STAGES = ("sft", "grpo", "eval")
-BASELINE = "vanilla"
+SPLITS = ("test", "validation")
+"""Where a grid's checkpoints are evaluated: the preset's test set, or held-out validation worlds
+(``--split validation``: the same families, worlds no test ever uses) for choosing settings."""
 
 
 def available_presets() -> list[str]:
@@ -70,11 +73,16 @@ class AblationPlan:
     setting_seeds: dict[str, list[int]] = field(default_factory=dict)
     """Setting name → the seeds it runs, when not all of ``seeds`` (a subset of them)."""
     primary: str | None = None
-    """The pre-registered primary comparison: this experiment vs SFT (pass^1 on the evaluation
-    tasks), reported with its own 95% interval; every other experiment's comparison with SFT is
-    a secondary one, its p-value Holm-adjusted over them."""
+    """The pre-registered primary comparison: this experiment vs SFT (family-balanced pass^1 on
+    the evaluation tasks), tested first at 5%; every other starred comparison of the table (vs
+    SFT, vs vanilla, vs the do-nothing floor) is tested only if it holds, Holm-adjusted."""
+    split: str = "test"
+    """``test`` (the preset's evaluation) or ``validation`` (validation worlds: evaluations in
+    ``eval-validation/``, reports in ``<setting>/validation/``; what settings are chosen on)."""
 
     def __post_init__(self) -> None:
+        if self.split not in SPLITS:
+            raise ConfigError(f"--split {self.split!r} is invalid: choose from {list(SPLITS)}")
         unknown = set(self.experiments) - set(available_experiments())
         if unknown or not self.experiments:
             raise ConfigError(f"experiments={sorted(unknown) or self.experiments} is invalid: choose from "
@@ -125,10 +133,23 @@ class AblationPlan:
             return self.sft
         return self.out / "sft" / f"seed{self.sft_seed_of(seed)}" / "final"
 
+    @property
+    def eval_name(self) -> str:
+        """The evaluation directory's name beside each checkpoint: ``eval`` or ``eval-validation``."""
+        return "eval" if self.split == "test" else f"eval-{self.split}"
+
+    @property
+    def eval_overrides(self) -> list[str]:
+        """The preset's evaluation overrides, pointed at validation worlds for ``--split validation``."""
+        return [*self.overrides["eval"], *([] if self.split == "test" else ["splits=[validation]"])]
+
+    def report_dir(self, setting: str) -> Path:
+        return self.out / setting if self.split == "test" else self.out / setting / self.split
+
     def sft_eval_dir(self, seed: int) -> Path:
         if self.sft is not None:
-            return self.out / "sft" / "eval"
-        return self.sft_dir(seed).parent / "eval"
+            return self.out / "sft" / self.eval_name
+        return self.sft_dir(seed).parent / self.eval_name
 
     def run_dir(self, setting: str, seed: int, experiment: str) -> Path:
         return self.out / setting / f"seed{seed}" / experiment
@@ -156,7 +177,7 @@ def load_preset(name: str) -> dict[str, Any]:
 def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None = None,
               seeds: list[int] | None = None, experiments: list[str] | None = None,
               settings: list[str] | None = None, parallel: int | None = None,
-              overrides: list[str] | None = None) -> AblationPlan:
+              overrides: list[str] | None = None, split: str = "test") -> AblationPlan:
     """The plan of a preset (or the defaults) with the command line's choices on top."""
     data = load_preset(preset) if preset else {}
     stage = split_overrides(list(overrides or []), STAGES)
@@ -203,6 +224,7 @@ def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None
         overrides={s: [*(data.get(s) or []), *stage[s]] for s in STAGES},
         parallel=int(parallel if parallel is not None else data.get("parallel", 1)),
         sft=Path(sft) if sft else None,
+        split=split,
         # the pre-registered comparison exists only when the command line keeps its variant
         primary=data.get("primary") if data.get("primary") in (experiments or data.get("experiments") or
                                                                 available_experiments()) else None,
@@ -212,17 +234,17 @@ def make_plan(out: str | Path, preset: str | None = None, sft: str | Path | None
 def plan_jobs(plan: AblationPlan) -> list[Job]:
     """Every job of the grid, with its dependencies (finished ones included: they are skipped)."""
     jobs: list[Job] = []
-    evaluate = plan.overrides["eval"]
+    evaluate = plan.eval_overrides
     trained: dict[int, str] = {}
     for seed in plan.sft_seeds:
         job = sft_job(plan.out, seed, plan.overrides["sft"])
         jobs.append(job)
         trained[seed] = job.name
-        jobs.append(eval_job(plan.sft_dir(seed), plan.sft_eval_dir(seed), f"sft/seed{seed}/eval", evaluate,
-                             [job.name]))
+        jobs.append(eval_job(plan.sft_dir(seed), plan.sft_eval_dir(seed), f"sft/seed{seed}/{plan.eval_name}",
+                             evaluate, [job.name]))
     sft_needs = {seed: [trained[plan.sft_seed_of(seed)]] if trained else [] for seed in plan.seeds}
     if plan.sft is not None:
-        jobs.append(eval_job(plan.sft, plan.sft_eval_dir(0), "sft/eval", evaluate, []))
+        jobs.append(eval_job(plan.sft, plan.sft_eval_dir(0), f"sft/{plan.eval_name}", evaluate, []))
     # a seed's variants sample the same first step: decoded once, read by the others
     shared = f"trainer.shared_rollouts_dir={plan.out / 'shared_rollouts'}"
     # experiments outermost: with a few jobs at a time every variant gets its first seed early
@@ -234,7 +256,8 @@ def plan_jobs(plan: AblationPlan) -> list[Job]:
                 name = f"{setting}/seed{seed}/{experiment}"
                 jobs.append(grpo_job(run_dir, name, experiment, seed, plan.sft_dir(seed),
                                      [shared, *plan.overrides["grpo"], *extra], sft_needs[seed]))
-                jobs.append(eval_job(run_dir / "final", run_dir / "eval", f"{name}/eval", evaluate, [name]))
+                jobs.append(eval_job(run_dir / "final", run_dir / plan.eval_name, f"{name}/{plan.eval_name}", evaluate,
+                                     [name]))
     return jobs
 
 
@@ -244,7 +267,7 @@ def run_ablation(plan: AblationPlan) -> dict[str, Any]:
     plan.out.mkdir(parents=True, exist_ok=True)
     failed = run_jobs(plan_jobs(plan), plan.parallel, plan.out / "logs")
     summaries = {setting: write_report(plan, setting) for setting in plan.settings}
-    write_index(plan.out, summaries)
+    write_index(plan.out if plan.split == "test" else plan.out / plan.split, summaries)
     if failed:
         raise DataError(f"ablate: {len(failed)} job(s) failed ({', '.join(failed[:4])}…); see {plan.out / 'logs'}; "
                         "run the same command again to retry them (finished jobs are kept)")
@@ -254,6 +277,7 @@ def run_ablation(plan: AblationPlan) -> dict[str, Any]:
 def write_index(out: Path, summaries: dict[str, Any]) -> None:
     """``out/ablation.json``: every setting's summary. A run of some settings (an opt-in one after
     the grid) replaces theirs and keeps the others'."""
+    out.mkdir(parents=True, exist_ok=True)
     index = out / "ablation.json"
     kept = json.loads(index.read_text()) if index.is_file() else {}
     tmp = index.with_name(index.name + ".tmp")
@@ -275,160 +299,11 @@ def _check_configs(plan: AblationPlan) -> None:
 
         check_policy_source(plan.sft, "--sft", "pass an SFT run's final/ directory (agentgrpo sft writes "
                                                "runs/sft/final)")
-    load_config(EvalConfig, plan.overrides["eval"], defaults="eval.yaml")
+    load_config(EvalConfig, plan.eval_overrides, defaults="eval.yaml")
     for setting, extra in plan.settings.items():
         for experiment in plan.experiments_of(setting):
             load_config(GRPOConfig, [f"experiment={experiment}", *plan.overrides["grpo"], *extra],
                         defaults="grpo.yaml")
-
-
-# ---------------------------------------------------------------------------------- summary
-def summarize_setting(plan: AblationPlan, setting: str) -> dict[str, Any]:
-    """Per experiment: metrics per seed, their mean ± t-interval, paired deltas, diagnose findings."""
-    from agentgrpo.diagnose import diagnose
-
-    seeds = plan.seeds_of(setting)
-    sft_evals = {seed: _maybe_eval(plan.sft_eval_dir(seed)) for seed in seeds}
-    # the SFT row counts checkpoints: one shared by every seed (shared_sft, --sft) is one row entry
-    first_of_dir = {plan.sft_eval_dir(seed): seed for seed in reversed(seeds)}
-    rows: dict[str, Any] = {"SFT": _row({s: sft_evals[s] for s in first_of_dir.values() if sft_evals[s]})}
-    evals: dict[str, dict[int, dict[str, Any]]] = {}
-    for experiment in plan.experiments_of(setting):
-        per_seed = {seed: _maybe_eval(plan.run_dir(setting, seed, experiment) / "eval") for seed in seeds}
-        evals[experiment] = {s: e for s, e in per_seed.items() if e}
-        row = _row(evals[experiment])
-        findings = {}
-        for seed in seeds:
-            run_dir = plan.run_dir(setting, seed, experiment)
-            if (run_dir / "metrics.jsonl").is_file():
-                try:
-                    result = diagnose(run_dir)
-                except DataError:  # started, no step logged yet: nothing to diagnose
-                    continue
-                findings[seed] = [{"check": f.check, "step": f.step, "summary": f.summary, "collapse": f.is_collapse}
-                                  for f in result.findings]
-        row["diagnose"] = findings
-        rows[experiment] = row
-    rows["SFT"]["vs_floor"] = _delta_vs_floor({s: sft_evals[s] for s in first_of_dir.values() if sft_evals[s]})
-    for experiment, by_seed in evals.items():
-        rows[experiment]["vs_floor"] = _delta_vs_floor(by_seed)
-        rows[experiment]["vs_sft"] = _pooled_delta(by_seed, {s: e for s, e in sft_evals.items() if e})
-        if BASELINE in evals and experiment != BASELINE:
-            rows[experiment]["vs_vanilla"] = _pooled_delta(by_seed, evals[BASELINE])
-    _adjust_secondary(rows, plan.primary)
-    return {"setting": setting, "seeds": seeds, "overrides": plan.settings[setting], "rows": rows,
-            "primary": plan.primary}
-
-
-def _adjust_secondary(rows: dict[str, Any], primary: str | None) -> None:
-    """Holm-adjust the p-values of every comparison with SFT but the pre-registered primary one
-    (``vs_sft.p_holm``); the primary keeps its raw p and is marked ``vs_sft.primary``."""
-    from agentgrpo.eval.stats import holm_adjust
-
-    secondary = {name: row["vs_sft"]["p"] for name, row in rows.items()
-                 if name != primary and (row.get("vs_sft") or {}).get("p") is not None}
-    for name, p_holm in holm_adjust(secondary).items():
-        rows[name]["vs_sft"]["p_holm"] = p_holm
-    if primary in rows and rows[primary].get("vs_sft"):
-        rows[primary]["vs_sft"]["primary"] = True
-
-
-def _maybe_eval(out_dir: Path) -> dict[str, Any] | None:
-    path = out_dir / "eval.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-HEADLINE = {
-    "pass^1": lambda m: m["pass^k"]["1"] if "1" in m["pass^k"] else m["pass^k"][1],
-    "generalization": lambda m: m["generalization"],
-    "write_pass^1": lambda m: m.get("write_pass^1"),
-    "error_rate": lambda m: m["error_rate"],
-    "reasoning_depth_p50": lambda m: m["reasoning_depth_p50"],
-    "do_nothing_floor": lambda m: m.get("do_nothing_floor"),
-}
-"""The table's columns, read from an eval.json's ``metrics``."""
-
-
-def _row(by_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
-    from agentgrpo.eval.stats import mean_over_seeds
-
-    values = {name: {seed: get(e["metrics"]) for seed, e in by_seed.items()} for name, get in HEADLINE.items()}
-    return {
-        "seeds_done": sorted(by_seed),
-        "per_seed": values,
-        "mean": {name: mean_over_seeds([v for v in per.values() if v is not None]).to_dict()
-                 for name, per in values.items() if any(v is not None for v in per.values())},
-    }
-
-
-def _pooled_delta(a: Mapping[int, Mapping[str, Any]], b: Mapping[int, Mapping[str, Any]]) -> dict[str, Any] | None:
-    """``a − b`` per task, averaged over the seeds both have, bootstrapped over tasks.
-
-    Every seed's evaluation uses the same tasks, trials and user seeds (the eval config is
-    the grid's), so a task's difference pools that task's episodes across seeds and tasks
-    stay the resampling unit. Overall pass^1, and Generalization resampled per split.
-    """
-    from agentgrpo.eval.compare import paired_rows
-    from agentgrpo.eval.metrics import SEED_SPLIT_WEIGHTS, generalization
-    from agentgrpo.eval.stats import bootstrap_mean, bootstrap_p_value, bootstrap_stratified
-    from agentgrpo.eval.summary import task_pass1
-
-    seeds = sorted(set(a) & set(b))
-    if not seeds:
-        return None
-    diffs: dict[str, list[float]] = {}
-    split_of: dict[str, str] = {}
-    for seed in seeds:
-        rows_a, rows_b = paired_rows(a[seed], b[seed], (f"seed{seed} a", f"seed{seed} b"))
-        for task, row in rows_a.items():
-            diffs.setdefault(task, []).append(task_pass1(row) - task_pass1(rows_b[task]))
-            split_of[task] = row["split"]
-    per_task = {task: statistics.fmean(values) for task, values in diffs.items()}
-    sizes = a[seeds[0]]["split_sizes"]
-    strata = {s: [d for t, d in per_task.items() if split_of[t] == s] for s in SEED_SPLIT_WEIGHTS if s in sizes}
-    strata = {s: v for s, v in strata.items() if v}
-    out = {"seeds": seeds, "pass^1": bootstrap_mean(list(per_task.values())).to_dict(),
-           "p": bootstrap_p_value(list(per_task.values()))}
-    if strata:
-        out["generalization"] = bootstrap_stratified(strata, lambda m: generalization(m, sizes)).to_dict()
-    return out
-
-
-def _delta_vs_floor(by_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Pass^1 minus the do-nothing reward per task (pass^1 averaged over the seeds), bootstrapped
-    over tasks: whether the checkpoints beat an agent that ends every episode at once, on the
-    same tasks. A policy that stops writing scores that floor, so a gain over an SFT start that
-    writes badly can be no more than this. None when the evaluations lack ``do_nothing``."""
-    from agentgrpo.eval.stats import bootstrap_mean, bootstrap_p_value
-    from agentgrpo.eval.summary import task_pass1
-
-    successes: dict[str, list[float]] = {}
-    floor: dict[str, float] = {}
-    for evaluation in by_seed.values():
-        for row in evaluation["per_task"]:
-            if row.get("do_nothing") is None:
-                return None
-            successes.setdefault(row["task_id"], []).append(task_pass1(row))
-            floor[row["task_id"]] = row["do_nothing"]
-    if not successes:
-        return None
-    diffs = [statistics.fmean(values) - floor[task] for task, values in successes.items()]
-    return {"seeds": sorted(by_seed), "pass^1": bootstrap_mean(diffs).to_dict(), "p": bootstrap_p_value(diffs)}
-
-
-def write_report(plan: AblationPlan, setting: str) -> dict[str, Any]:
-    from agentgrpo.report.ablation import ablation_markdown, plot_bars, plot_progression
-
-    summary = summarize_setting(plan, setting)
-    out = plan.out / setting
-    out.mkdir(parents=True, exist_ok=True)
-    plot_bars(summary, out / "comparison.png")
-    runs = {e: [plan.run_dir(setting, s, e) / "metrics.jsonl" for s in plan.seeds_of(setting)]
-            for e in plan.experiments_of(setting)}
-    has_val = plot_progression(runs, out / "progression.png")
-    (out / "ablation.md").write_text(ablation_markdown(summary, has_progression=has_val))
-    (out / "ablation.json").write_text(json.dumps(summary, indent=2))
-    return summary
 
 
 # ---------------------------------------------------------------------------------- command
@@ -442,6 +317,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--settings", help="comma-separated settings of the preset to run "
                         "(default: all but its opt_in ones)")
     parser.add_argument("--parallel", type=int, help="jobs at once (default: the preset's, or 1)")
+    parser.add_argument("--split", default="test", choices=SPLITS,
+                        help="evaluate on the preset's test set, or on validation worlds (to choose settings)")
     parser.add_argument("overrides", nargs="*", metavar="[sft.|grpo.|eval.]key=value")
     parser.set_defaults(func=run)
 
@@ -456,8 +333,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         raise ConfigError(f"--seeds {args.seeds!r} is invalid: comma-separated integers") from None
     plan = make_plan(args.out, args.preset, args.sft, seed_values, listed(args.experiments),
-                     listed(args.settings), args.parallel, args.overrides)
+                     listed(args.settings), args.parallel, args.overrides, args.split)
     run_ablation(plan)
     for setting in plan.settings:
-        print((plan.out / setting / "ablation.md").read_text())
+        print((plan.report_dir(setting) / "ablation.md").read_text())
     return 0

@@ -1,6 +1,6 @@
 """Rendering of an ``agentgrpo ablate`` summary: the table, the bars and the progression plot.
 
-Renders only: the numbers come from ``agentgrpo.jobs.ablate.summarize_setting``.
+Renders only: the numbers come from ``agentgrpo.jobs.ablate_summary.summarize_setting``.
 """
 from __future__ import annotations
 
@@ -9,17 +9,24 @@ from pathlib import Path
 from typing import Any
 
 from agentgrpo import metric_names as metric
+from agentgrpo.eval.figures import FIGURE_LABELS
 from agentgrpo.eval.stats import Estimate
 from agentgrpo.report.plots import plt, save_figure
 from agentgrpo.tracking import read_metrics
 
 COLUMNS = (
     ("pass^1", "overall pass^1"),
-    ("generalization", "Generalization"),
+    ("family_pass^1", "family-balanced"),
+    ("tau_bench_pass^1", "τ-bench-weighted"),
     ("write_pass^1", "write-task pass^1"),
+    ("no_write_pass^1", "no-write pass^1"),
+    ("generalization", "Generalization"),
     ("error_rate", "error rate"),
     ("reasoning_depth_p50", "reasoning depth p50"),
+    ("cut_off", "cut-off episodes"),
 )
+COMPARISONS = (("vs_floor", "do-nothing floor"), ("vs_vanilla", "vanilla"), ("vs_sft", "SFT"))
+DELTA_FIGURES = ("overall", "family", "tau_bench", "write", "no_write")
 
 
 def _mean(row: Mapping[str, Any], key: str, digits: int = 3) -> str:
@@ -32,46 +39,57 @@ def _mean(row: Mapping[str, Any], key: str, digits: int = 3) -> str:
     return f"{est.value:.{digits}f} ± {(est.high - est.low) / 2:.{digits}f}"
 
 
-def _delta(row: Mapping[str, Any], key: str) -> str:
-    data = row.get(key)
-    if not data:
-        return "–"
-    est = Estimate.from_dict(data["pass^1"])
-    mark = " *" if est.excludes_zero else ""
-    if data.get("primary"):
-        mark += " (primary)"
-    elif data.get("p_holm") is not None:
-        mark += f" (p_Holm {data['p_holm']:.3f})"
-    return f"{est.format(signed=True)}{mark}"
+def _figure(comparison: Mapping[str, Any], figure: str) -> str:
+    data = comparison["figures"].get(figure)
+    return Estimate.from_dict(data["estimate"]).format(signed=True) if data else "–"
+
+
+def _verdict(comparison: Mapping[str, Any]) -> str:
+    mark = "*" if comparison.get("star") else ""
+    role = "primary" if comparison.get("primary") else "adjusted"
+    return f"{comparison['p']:.4f} ({role} {comparison.get('p_adjusted', comparison['p']):.4f}) {mark}".rstrip()
+
+
+def delta_table(summary: Mapping[str, Any]) -> list[str]:
+    """One line per comparison: every figure's difference, the starred figure's per-seed values,
+    its sign-flip p (raw and adjusted over the table), the minimum detectable effect."""
+    starred = summary.get("starred", "family")
+    lines = ["| variant | − | " + " | ".join(FIGURE_LABELS[f] for f in DELTA_FIGURES)
+             + f" | per seed ({FIGURE_LABELS[starred]}) | p (adjusted) | MDE |",
+             "|---|---|" + "---|" * len(DELTA_FIGURES) + "---|---|---|"]
+    for name, row in summary["rows"].items():
+        for key, title in COMPARISONS:
+            comparison = row.get(key)
+            if not comparison:
+                continue
+            per_seed = comparison["figures"][starred]["per_seed"]
+            seeds = ", ".join(f"{float(v):+.3f}" for v in per_seed.values())
+            lines.append(f"| {name} | {title} | " + " | ".join(_figure(comparison, f) for f in DELTA_FIGURES)
+                         + f" | {seeds} | {_verdict(comparison)} | {comparison['mde']:.3f} |")
+    return lines
 
 
 def ablation_markdown(summary: Mapping[str, Any], has_progression: bool = False) -> str:
-    """The seed study's table (mean ± 95% t half-width over seeds), paired deltas and findings."""
+    """The seed study's table (mean ± 95% t half-width over seeds), seed-aware deltas and findings."""
     rows = summary["rows"]
     seeds = summary["seeds"]
     extra = f" (GRPO overrides: `{' '.join(summary['overrides'])}`)" if summary["overrides"] else ""
+    split = summary.get("split", "test")
     floor = next((r["mean"].get("do_nothing_floor") for r in rows.values() if r.get("mean", {}).get(
         "do_nothing_floor")), None)
     lines = [
-        f"# Ablation: setting `{summary['setting']}`{extra}",
+        f"# Ablation: setting `{summary['setting']}`{extra}, {split} set",
         "",
-        f"Seeds {seeds}. Each cell: mean over the seeds ± the 95% t-interval's half-width. "
-        "Δ columns: pass^1 difference, per task averaged over the seeds, 95% paired bootstrap over tasks "
-        "(`*`: the interval excludes 0); Δ vs do-nothing is against the reward of ending every episode at "
-        "once, task by task."
-        + (f" The pre-registered primary comparison is {summary['primary']} vs SFT; every other Δ vs SFT is "
-           "secondary, its bootstrap p-value Holm-adjusted over them (p_Holm ≤ 0.05: a difference that "
-           "survives the multiplicity of the table)." if summary.get("primary") else "")
-        + " collapsed: seeds whose run `agentgrpo diagnose` calls "
-        "collapsed (entropy, format or length collapse, gradient explosion, or LLD past phase 1)."
+        f"Seeds {seeds}. Each cell: mean over the seeds ± the 95% t-interval's half-width. Cut-off episodes "
+        "(the turn or token budget ran out) score 0, as in τ-bench. collapsed: seeds whose run `agentgrpo "
+        "diagnose` calls collapsed (entropy, format or length collapse, gradient explosion, or LLD past phase 1)."
         + (f" Do-nothing floor: {Estimate.from_dict(floor).value:.3f}." if floor else ""),
         "",
-        "| variant | seeds | " + " | ".join(title for _, title in COLUMNS)
-        + " | Δ vs do-nothing | Δ vs vanilla | Δ vs SFT | collapsed | diagnose |",
-        "|---|---|" + "---|" * len(COLUMNS) + "---|---|---|---|---|",
+        "| variant | seeds | " + " | ".join(title for _, title in COLUMNS) + " | collapsed | diagnose |",
+        "|---|---|" + "---|" * len(COLUMNS) + "---|---|",
     ]
     for name, row in rows.items():
-        cells = [_mean(row, key, 0 if key == "reasoning_depth_p50" else 3) for key, _ in COLUMNS]
+        cells = [_mean(row, key, 0 if key in ("reasoning_depth_p50", "cut_off") else 3) for key, _ in COLUMNS]
         findings = row.get("diagnose", {})
         flagged = sorted({f["check"] for per in findings.values() for f in per})
         diag = "–" if name == "SFT" else (", ".join(
@@ -79,9 +97,23 @@ def ablation_markdown(summary: Mapping[str, Any], has_progression: bool = False)
             for c in flagged) or "none")
         collapsed = "–" if name == "SFT" or not findings else (
             f"{sum(any(f.get('collapse') for f in per) for per in findings.values())}/{len(findings)}")
-        deltas = " | ".join(_delta(row, key) for key in ("vs_floor", "vs_vanilla", "vs_sft"))
         lines.append(f"| {name} | {len(row.get('seeds_done', []))} | " + " | ".join(cells)
-                     + f" | {deltas} | {collapsed} | {diag} |")
+                     + f" | {collapsed} | {diag} |")
+    starred = FIGURE_LABELS[summary.get("starred", "family")]
+    lines += [
+        "", "## Differences", "",
+        "Each Δ: the variant's pass^1 minus the other's, task by task and seed by seed (a run minus the SFT "
+        "checkpoint it started from; the do-nothing floor is the reward of an episode the agent ends at "
+        "once), with a 95% interval that resamples seeds and then tasks within families (seeds and tasks both "
+        f"random). p: two-sided sign-flip test over the tasks of {starred} (20,000 draws), adjusted over "
+        "every row of this table"
+        + (f": the pre-registered primary ({summary['primary']} − SFT) is tested first at 0.05 and the "
+           "others, Holm-adjusted, only if it holds" if summary.get("primary") else ": Holm")
+        + f". `*`: adjusted p ≤ 0.05 and the {starred} interval excludes 0. MDE: the smallest true "
+        f"{starred} difference this many seeds and tasks detect with 80% power (from the measured seed and "
+        "task variances); a smaller difference is not a finding.",
+        "", *delta_table(summary),
+    ]
     lines += ["", "![comparison](comparison.png)"]
     if has_progression:
         lines += ["", "![validation pass^1 by step](progression.png)"]
