@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from agentgrpo.config import AgentGRPOError, MissingFileError
+from agentgrpo.eval.figures import figure_weights
 from agentgrpo.eval.metrics import SEED_SPLIT_WEIGHTS, generalization
-from agentgrpo.eval.stats import Estimate, bootstrap_stratified, paired_difference
+from agentgrpo.eval.stats import Estimate, bootstrap_stratified, hierarchical_bootstrap, paired_difference
 from agentgrpo.eval.summary import split_rows, task_pass1
 
 EvalSource = str | Path | Mapping[str, Any] | Any
@@ -52,10 +53,16 @@ class Comparison:
     """The seed's Generalization (split-size-weighted uncovered_seen and unseen), resampled per split."""
     write: Estimate | None = None
     """pass^1 on the tasks whose gold actions write to the database."""
+    figures: dict[str, Estimate] = field(default_factory=dict)
+    """The other headline figures (``agentgrpo.eval.figures``): ``family`` (every family alike),
+    ``tau_bench`` (τ-bench airline's mix of kinds), ``no_write``; tasks resampled within families."""
 
     def estimates(self) -> dict[str, Estimate]:
-        """Every difference by name (``overall``, ``write``, ``generalization``, ``split/<name>``)."""
-        named = {"overall": self.overall, "write": self.write, "generalization": self.generalization}
+        """Every difference by name (``overall``, ``family``, ``tau_bench``, ``write``, ``no_write``,
+        ``generalization``, ``split/<name>``)."""
+        named = {"overall": self.overall, **{k: v for k, v in self.figures.items() if k == "family"},
+                 **{k: v for k, v in self.figures.items() if k == "tau_bench"}, "write": self.write,
+                 **{k: v for k, v in self.figures.items() if k == "no_write"}, "generalization": self.generalization}
         named.update({f"split/{s}": e for s, e in self.by_split.items()})
         return {k: v for k, v in named.items() if v is not None}
 
@@ -87,7 +94,8 @@ def load_eval(source: EvalSource) -> dict[str, Any]:
 
 def compare_evals(a: EvalSource, b: EvalSource, *, names: tuple[str, str] | None = None,
                   require_user_seeds: bool = True) -> Comparison:
-    """``a − b`` on pass^1 overall, on write tasks, per split, on train and on Generalization.
+    """``a − b`` on pass^1 overall, family-balanced, τ-bench-weighted, on write and no-write tasks,
+    per split, on train and on Generalization.
 
     Raises ``PairingError`` unless both evaluated the same tasks (same ids and splits) with
     the same trials and the same user seed for every trial, and kept every trial (an
@@ -110,12 +118,21 @@ def compare_evals(a: EvalSource, b: EvalSource, *, names: tuple[str, str] | None
     strata = {s: [pa[r["task_id"]] - pb[r["task_id"]] for r in split_rows(rows, s)]
               for s in SEED_SPLIT_WEIGHTS if s in sizes and split_rows(rows, s)}
     known = all(r.get("write") is not None for r in rows)
+    figures = {}
+    if known and any(not r["write"] for r in rows):
+        figures["no_write"] = diff([r for r in rows if not r["write"]])
+    for figure in ("family", "tau_bench"):  # weighted over families: tasks resampled within them
+        weights = figure_weights(rows, figure) if all("family" in r for r in rows) else None
+        if weights is not None:
+            diffs = [[pa[r["task_id"]] - pb[r["task_id"]] for r in rows]]
+            figures[figure] = hierarchical_bootstrap(diffs, weights, [r["family"] for r in rows])
     return Comparison(
         a=names[0], b=names[1], tasks=len(rows), trials=int(ra["trials"]),
         overall=paired_difference(pa, pb),
         by_split={s: e for s, e in by_split.items() if e is not None},
         generalization=bootstrap_stratified(strata, lambda m: generalization(m, sizes)) if strata else None,
         write=diff([r for r in rows if r.get("write")]) if known else None,
+        figures=figures,
     )
 
 

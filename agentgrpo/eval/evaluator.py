@@ -16,8 +16,8 @@ assistant tokens per turn) and the aborted count; each pass figure with its 95% 
 interval over tasks, the do-nothing floor, pass^1 on write tasks and PRM-Lite's AUROC
 (``agentgrpo.eval.summary``). It is written as ``eval.json`` and ``eval.md``.
 
-The tasks are the env's own splits, or ``tasks_per_split`` fresh ones per split from
-held-out worlds (``agentgrpo.eval.tasks``). docs/evaluation.md says what is reproducible.
+The tasks are the env's own splits, or ``tasks_per_split`` fresh ones per split (or
+``tasks_per_family`` of every family) from held-out worlds (``agentgrpo.eval.tasks``). docs/evaluation.md says what is reproducible.
 
 This module is the orchestration; the settings are ``agentgrpo.eval.config`` and the
 records and report ``agentgrpo.eval.types`` (both re-exported here for callers).
@@ -77,9 +77,10 @@ def evaluate(config: EvalConfig, bundle: EnvBundle | None = None, resume: bool =
 def _task_set(config: EvalConfig, bundle: EnvBundle, tasks: list[EvalTask]) -> dict[str, Any]:
     """``EvalReport.task_set``: where the evaluated tasks came from."""
     selected = {"task_ids": list(config.task_ids)} if config.task_ids else {}
-    if config.tasks_per_split == 0:
+    if config.tasks_per_split == 0 and config.tasks_per_family == 0:
         return {"source": "env", "env_seed": config.env.seed, "env_source": config.env.source, **selected}
     families = split_families(config.env, bundle)
     worlds = sorted({t.bundle.world_seed for t in tasks if t.bundle.world_seed is not None})
-    return {"source": "heldout", "tasks_per_split": config.tasks_per_split, "heldout_seed": config.heldout_seed,
+    return {"source": "heldout", "tasks_per_split": config.tasks_per_split,
+            "tasks_per_family": config.tasks_per_family, "heldout_seed": config.heldout_seed,
             "worlds": worlds, "families": {s: families[s] for s in config.splits}, **selected}

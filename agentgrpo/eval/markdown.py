@@ -47,8 +47,17 @@ def report_markdown(report: EvalReport) -> str:
     if m.get("write_pass^1") is not None:
         lines.append(_row(f"pass^1 on write tasks ({m['write_tasks']} tasks)", m["write_pass^1"],
                           ci_of(m, "write_pass^1")))
+        if m.get("no_write_pass^1") is not None:
+            lines.append(_row("pass^1 on no-write tasks", m["no_write_pass^1"], ci_of(m, "no_write_pass^1")))
         lines.append(_row("do-nothing floor (pass^1 of an agent that ends at once)", m["do_nothing_floor"],
                           ci_of(m, "do_nothing_floor")))
+    if m.get("family_pass^1") is not None:
+        lines.append(_row("family-balanced pass^1 (every family alike)", m["family_pass^1"],
+                          ci_of(m, "family_pass^1")))
+    if m.get("tau_bench_pass^1") is not None:
+        weights = ", ".join(f"{k} {v:.2f}" for k, v in (m.get("tau_bench_weights") or {}).items())
+        lines.append(_row(f"τ-bench-weighted pass^1 ({weights})", m["tau_bench_pass^1"],
+                          ci_of(m, "tau_bench_pass^1")))
     auroc = m.get("prm_auroc")
     if auroc:
         label = f"PRM-Lite AUROC, success vs failure ({auroc['successes']} / {auroc['failures']} episodes)"
@@ -58,6 +67,7 @@ def report_markdown(report: EvalReport) -> str:
         f"| error rate | {m['error_rate']:.3f} | |",
         f"| reasoning depth (p50 tokens/turn) | {m['reasoning_depth_p50']:.0f} | |",
         f"| aborted episodes | {m['aborted']} | |",
+        f"| cut-off episodes (turn or token budget ran out: score 0, as in τ-bench) | {m.get('cut_off', 0)} | |",
         "",
     ]
     tau_bench = m.get("tau_bench_pass^k") or {}
@@ -82,7 +92,9 @@ def _task_set_line(report: EvalReport) -> str:
     empty = [s for s, f in t["families"].items() if not f]
     note = (f" No family stands in {', '.join(empty)} (every family is in a training split of env.splits), "
             "so it has no task." if empty else "")
-    return (f"Tasks: {t['tasks_per_split']} fresh tasks per split from {len(t['worlds'])} held-out world(s) "
+    size = (f"{t['tasks_per_family']} fresh tasks of every family" if t.get("tasks_per_family")
+            else f"{t['tasks_per_split']} fresh tasks per split")
+    return (f"Tasks: {size} from {len(t['worlds'])} held-out world(s) "
             f"(heldout_seed {t['heldout_seed']}); families per split: {families}.{note}")
 
 

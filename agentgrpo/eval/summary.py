@@ -160,8 +160,10 @@ def intervals(per_task: list[dict[str, Any]], trials: int, split_sizes: Mapping[
     known = [t for t in per_task if t["write"] is not None]
     if known:
         ci["write_pass^1"] = estimate([t for t in known if t["write"]])
+        if any(not t["write"] for t in known):
+            ci["no_write_pass^1"] = estimate([t for t in known if not t["write"]])
         ci["do_nothing_floor"] = bootstrap_mean([t["do_nothing"] for t in known]).to_dict()
-    for figure in FIGURES[1:]:
+    for figure in ("family", "tau_bench"):  # weighted over families: resampled within them
         weights = figure_weights(per_task, figure) if per_task else None
         if weights is not None:
             ci[FIGURE_KEYS[figure]] = hierarchical_bootstrap(

@@ -85,6 +85,10 @@ def score_markdown(report: dict[str, Any]) -> str:
     for family, est in report["pass^1_by_family"].items():
         row(f"pass^1 family {family}", est)
     row(f"pass^1 on write tasks ({report['write_tasks']})", report.get("write_pass^1"))
+    row("pass^1 on no-write tasks", report.get("no_write_pass^1"))
+    row("family-balanced pass^1", report.get("family_pass^1"))
+    weights = ", ".join(f"{k} {v:.2f}" for k, v in (report.get("tau_bench_weights") or {}).items())
+    row(f"τ-bench-weighted pass^1 ({weights})", report.get("tau_bench_pass^1"))
     row("do-nothing floor", report.get("do_nothing_floor"))
     row("PRM-Lite process score (mean)", report.get("process_score"))
     row("PRM-Lite AUROC, success vs failure", report.get("prm_auroc"))

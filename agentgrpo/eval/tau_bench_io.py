@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 RESULTS_FILE = "tau_bench_results.json"
 SUCCESS_TOLERANCE = 1e-6
 """τ-bench's success test: a reward within 1e-6 of 1."""
-TASK_KEYS = ("env", "splits", "tasks_per_split", "heldout_seed", "seed", "trials", "task_ids")
+TASK_KEYS = ("env", "splits", "tasks_per_split", "tasks_per_family", "heldout_seed", "seed", "trials", "task_ids")
 """The evaluation settings that decide its tasks, worlds and user seeds (kept in each record)."""
 
 

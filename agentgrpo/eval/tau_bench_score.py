@@ -10,8 +10,8 @@ of an ``agentgrpo eval`` report, each with its 95% bootstrap interval over tasks
   (aborted) episode is a failure; ``pass^k_finished`` leaves aborted episodes out, as our
   evaluator does, beside it;
 * pass@k, pass^1 per split and per family where the records or the task source say them,
-  the do-nothing floor and write-task pass^1 where the tasks are known (a τ-bench data
-  directory, or the settings our exports carry), PRM-Lite's mean process score and its AUROC
+  the do-nothing floor, write-task, no-write and τ-bench-weighted pass^1 where the tasks are
+  known (a τ-bench data directory, or the settings our exports carry), PRM-Lite's mean process score and its AUROC
   for success vs failure (scored from ``traj`` when the file has no score).
 
 ``compare_results`` is the paired difference of two files on the same tasks
@@ -129,7 +129,12 @@ def score_results(results: list[TauBenchResult], tasks: Mapping[str, EvalTask] |
     ci = counted_metrics["ci"]
     out["write_pass^1"] = ci.get("write_pass^1")
     out["write_tasks"] = counted_metrics["write_tasks"] if tasks else None
+    out["no_write_pass^1"] = ci.get("no_write_pass^1") if tasks else None
+    out["family_pass^1"] = ci.get("family_pass^1")
+    out["tau_bench_pass^1"] = ci.get("tau_bench_pass^1") if tasks else None
+    out["tau_bench_weights"] = counted_metrics["tau_bench_weights"] if tasks else None
     out["do_nothing_floor"] = ci.get("do_nothing_floor")
+    out["cut_off"] = counted_metrics["cut_off"]
     scores = [[s for s in r["process_scores"] if s is not None] for r in per_task]
     means = [sum(s) / len(s) for s in scores if s]
     out["process_score"] = bootstrap_mean(means).to_dict() if means else None

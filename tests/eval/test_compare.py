@@ -43,8 +43,14 @@ def test_paired_differences_by_hand():
     # Generalization (1·u + 2·v)/3 with u's difference fixed at 0: (2/3)·{0, ¼, ½}
     assert diff.generalization.value == pytest.approx(1 / 6)
     assert (diff.generalization.low, diff.generalization.high) == pytest.approx((0.0, 1 / 3))
-    assert set(diff.to_dict()["difference"]) == {"overall", "write", "generalization", "split/covered_seen",
-                                                 "split/uncovered_seen", "split/unseen", "split/train"}
+    # no-write tasks u and v2: differences 0 and ½; one family: family-balanced is overall
+    assert diff.figures["no_write"] == Estimate(0.25, 0.0, 0.5, 2)
+    assert diff.figures["family"].value == pytest.approx(diff.overall.value)
+    # τ-bench's mix without an output task: write 30/49 × ½ + no change 19/49 × ¼
+    assert diff.figures["tau_bench"].value == pytest.approx((30 * 0.5 + 19 * 0.25) / 49)
+    assert set(diff.to_dict()["difference"]) == {"overall", "family", "tau_bench", "write", "no_write",
+                                                 "generalization", "split/covered_seen", "split/uncovered_seen",
+                                                 "split/unseen", "split/train"}
     assert "| covered_seen | +1.000 [+1.000, +1.000] | interval excludes 0 |" in diff.to_markdown()
 
 
