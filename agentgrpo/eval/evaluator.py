@@ -17,7 +17,8 @@ interval over tasks, the do-nothing floor, pass^1 on write tasks and PRM-Lite's 
 (``agentgrpo.eval.summary``). It is written as ``eval.json`` and ``eval.md``.
 
 The tasks are the env's own splits, or ``tasks_per_split`` fresh ones per split (or
-``tasks_per_family`` of every family) from held-out worlds (``agentgrpo.eval.tasks``). docs/evaluation.md says what is reproducible.
+``tasks_per_family`` of every family) from held-out worlds (``agentgrpo.eval.tasks``).
+docs/evaluation.md says what is reproducible.
 
 This module is the orchestration; the settings are ``agentgrpo.eval.config`` and the
 records and report ``agentgrpo.eval.types`` (both re-exported here for callers).
