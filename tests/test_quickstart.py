@@ -24,23 +24,25 @@ def test_quickstart_writes_report_and_summary(tmp_path):
         "grpo.trainer.mini_batch_size=2", "grpo.trainer.micro_batch_size=2", "grpo.logging.progress=false",
         "grpo.rollout.max_turns=2", "grpo.rollout.max_new_tokens=8",
         "grpo.trainer.task_sampler=uniform", "grpo.trainer.dynamic_sampling=false", "grpo.trainer.val_tasks=2",
-        "eval.tasks_per_split=6", "eval.rollout.max_turns=2", "eval.rollout.max_new_tokens=8",
+        "eval.tasks_per_family=0", "eval.tasks_per_split=6", "eval.rollout.max_turns=2",
+        "eval.rollout.max_new_tokens=8",
     ])
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["checkpoints"] == summary["checkpoints"]
     assert saved["wall_seconds"] > 0
     for name in ("sft", "grpo"):
         m = saved["checkpoints"][name]
-        assert set(m["pass^1"]) == {"covered_seen", "uncovered_seen", "train"}  # held-out worlds' tasks
-        assert set(m) == {"pass^1", "generalization", "write_pass^1", "do_nothing_floor", "error_rate",
+        assert set(m["pass^1_by_split"]) == {"covered_seen", "uncovered_seen", "seen_families"}  # held-out worlds' tasks
+        assert set(m) == {"pass^1", "pass^1_by_split", "family_pass^1", "tau_bench_pass^1", "generalization",
+                          "write_pass^1", "no_write_pass^1", "cut_off", "do_nothing_floor", "error_rate",
                           "reasoning_depth_p50", "aborted", "ci"}
-        assert m["aborted"] == 0
-        assert all(0.0 <= v <= 1.0 for v in m["pass^1"].values())
+        assert m["aborted"] == 0 and 0.0 <= m["pass^1"] <= 1.0
+        assert all(0.0 <= v <= 1.0 for v in m["pass^1_by_split"].values())
         assert m["ci"]["pass^1"]["low"] <= m["ci"]["pass^1"]["value"] <= m["ci"]["pass^1"]["high"]
     assert saved["checkpoints"]["sft"]["do_nothing_floor"] == saved["checkpoints"]["grpo"]["do_nothing_floor"]
     paired = saved["paired_grpo_minus_sft"]
     assert paired["tasks"] == 12 and paired["trials"] == 1  # 6 per split
-    assert {"overall", "split/train", "write"} <= set(paired["difference"])
+    assert {"overall", "split/seen_families", "write", "family", "no_write"} <= set(paired["difference"])
     overall = paired["difference"]["overall"]
     grpo, sft = (json.loads((tmp_path / f"eval_{n}" / "eval.json").read_text())["metrics"] for n in ("grpo", "sft"))
     assert overall["value"] == pytest.approx(grpo["pass^k"]["1"] - sft["pass^k"]["1"])

@@ -8,7 +8,7 @@ from agentgrpo.report.tables import comparison_table
 
 
 def metrics(overall, train, error, depth):
-    return {"pass^k": {1: overall}, "pass^1_by_split": {"train": train, "covered_seen": train, "unseen": 0.1},
+    return {"pass^k": {1: overall}, "pass^1_by_split": {"seen_families": train, "covered_seen": train, "unseen": 0.1},
             "generalization": overall / 2, "error_rate": error, "reasoning_depth_p50": depth}
 
 
@@ -70,13 +70,13 @@ def test_paired_comparison_replaces_the_relative_change():
     from agentgrpo.eval.stats import Estimate
 
     paired = Comparison("GRPO", "SFT", tasks=50, trials=2, overall=Estimate(0.05, -0.02, 0.12, 50),
-                        by_split={"train": Estimate(0.01, -0.04, 0.06, 40)},
+                        by_split={"seen_families": Estimate(0.01, -0.04, 0.06, 40)},
                         generalization=Estimate(0.06, 0.01, 0.11, 34))
     names = {"SFT": metrics(0.2, 0.3, 0.2, 10), "GRPO": metrics(0.25, 0.31, 0.2, 10)}
     lines = comparison_table(names, baseline="SFT", paired={"GRPO": paired}).splitlines()
     assert lines[0] == "| Metric | SFT | GRPO | Δ vs SFT (paired, 95% CI) |"
     assert "| Overall pass^1 | 0.200 | 0.250 | +0.050 [-0.020, +0.120] |" in lines
-    assert "| Train pass^1 | 0.300 | 0.310 | +0.010 [-0.040, +0.060] |" in lines
+    assert "| pass^1, families trained on | 0.300 | 0.310 | +0.010 [-0.040, +0.060] |" in lines
     assert "| Generalization | 0.100 | 0.125 | +0.060 [+0.010, +0.110] |" in lines
     assert "| Error Rate | 0.200 | 0.200 | +0% |" in lines  # no paired figure: the relative change stays
     many = comparison_table({**names, "LATA": metrics(0.3, 0.3, 0.2, 10)}, baseline="SFT", paired={"GRPO": paired})

@@ -27,7 +27,7 @@ from agentgrpo.config import AgentGRPOError, MissingFileError
 from agentgrpo.eval.figures import figure_weights
 from agentgrpo.eval.metrics import SEED_SPLIT_WEIGHTS, generalization
 from agentgrpo.eval.stats import Estimate, bootstrap_stratified, hierarchical_bootstrap, paired_difference
-from agentgrpo.eval.summary import split_rows, task_pass1
+from agentgrpo.eval.summary import SEEN_FAMILIES, split_rows, task_pass1
 
 EvalSource = str | Path | Mapping[str, Any] | Any
 """An evaluation: its out_dir, its eval.json, the dict read from it, or an ``EvalReport``."""
@@ -48,7 +48,8 @@ class Comparison:
     overall: Estimate
     """pass^1 over every task."""
     by_split: dict[str, Estimate] = field(default_factory=dict)
-    """pass^1 of each split evaluated, and ``train`` (covered_seen + uncovered_seen) when present."""
+    """pass^1 of each split evaluated, and ``seen_families`` (covered_seen + uncovered_seen: the families
+    training saw, in whatever worlds the tasks come from) when present."""
     generalization: Estimate | None = None
     """The seed's Generalization (split-size-weighted uncovered_seen and unseen), resampled per split."""
     write: Estimate | None = None
@@ -113,7 +114,7 @@ def compare_evals(a: EvalSource, b: EvalSource, *, names: tuple[str, str] | None
         ids = {r["task_id"] for r in selected}
         return paired_difference({t: pa[t] for t in ids}, {t: pb[t] for t in ids}) if ids else None
 
-    by_split = {s: diff(split_rows(rows, s)) for s in [*ra["split_sizes"], "train"]}
+    by_split = {s: diff(split_rows(rows, s)) for s in [*ra["split_sizes"], SEEN_FAMILIES]}
     sizes = ra["split_sizes"]
     strata = {s: [pa[r["task_id"]] - pb[r["task_id"]] for r in split_rows(rows, s)]
               for s in SEED_SPLIT_WEIGHTS if s in sizes and split_rows(rows, s)}

@@ -67,13 +67,20 @@ class EvalReport:
         """The compact form the quickstart's summary.json stores per checkpoint."""
         m = self.metrics
         return {
-            "pass^1": dict(m["pass^1_by_split"]),
+            "pass^1": m["pass^k"][1],
+            "pass^1_by_split": dict(m["pass^1_by_split"]),
+            "family_pass^1": m.get("family_pass^1"),
+            "tau_bench_pass^1": m.get("tau_bench_pass^1"),
             "generalization": m["generalization"],
             "write_pass^1": m.get("write_pass^1"),
+            "no_write_pass^1": m.get("no_write_pass^1"),
+            "cut_off": m.get("cut_off", 0),
             "do_nothing_floor": m.get("do_nothing_floor"),
             "error_rate": m["error_rate"],
             "reasoning_depth_p50": m["reasoning_depth_p50"],
             "aborted": m["aborted"],
             "ci": {"pass^1": m["ci"]["pass^k"][1], "pass^1_by_split": dict(m["ci"]["pass^1_by_split"]),
-                   "generalization": m["ci"]["generalization"]},
+                   "generalization": m["ci"]["generalization"],
+                   **{k: m["ci"][k] for k in ("family_pass^1", "tau_bench_pass^1", "write_pass^1",
+                                                "no_write_pass^1") if k in m["ci"]}},
         }

@@ -48,9 +48,10 @@ QUICKSTART_DEFAULTS: dict[str, list[str]] = {
         # the first step and after each (never the test worlds)
         "trainer.val_every=1", "trainer.val_tasks=16", "trainer.val_heldout=true",
     ],
-    # fresh tasks of held-out test worlds (100 covered + 100 uncovered families), greedy: nothing
-    # here was trained on, and both checkpoints play the same tasks and user seeds
-    "eval": ["splits=[covered_seen,uncovered_seen]", "tasks_per_split=100", "trials=1"],
+    # 9 fresh tasks of each of the 23 families (207) of held-out test worlds, greedy: nothing here
+    # was trained on, every family weighs alike, and both checkpoints play the same tasks and user
+    # seeds. heldout_seed 1: worlds no earlier quickstart or grid was evaluated on.
+    "eval": ["splits=[covered_seen,uncovered_seen]", "tasks_per_family=9", "heldout_seed=1", "trials=1"],
 }
 """Stage overrides the quickstart applies before the user's own (which win)."""
 SAMPLER_OLD_LOGPROBS = "trainer.old_logprobs=rollout"
@@ -125,7 +126,8 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
         "paths": {"sft": str(sft_final), "grpo": str(grpo_final)},
         "timings": timings,
         "eval": {"trials": eval_config.trials, "temperature": eval_config.rollout.temperature,
-                 "tasks_per_split": eval_config.tasks_per_split, "splits": list(eval_config.splits)},
+                 "tasks_per_split": eval_config.tasks_per_split, "tasks_per_family": eval_config.tasks_per_family,
+                 "heldout_seed": eval_config.heldout_seed, "splits": list(eval_config.splits)},
         "overrides": stage,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -164,6 +166,9 @@ def write_report(out: Path, experiment: str, reports: dict, summary: dict, paire
 def _eval_tasks(evaluation: dict[str, Any]) -> str:
     """Where the evaluation's tasks come from, in words."""
     splits = ", ".join(evaluation["splits"])
+    if evaluation.get("tasks_per_family"):
+        return (f"{evaluation['tasks_per_family']} fresh tasks of every family ({splits}) of held-out test worlds "
+                f"(heldout_seed {evaluation.get('heldout_seed', 0)})")
     if evaluation.get("tasks_per_split"):
         return f"{evaluation['tasks_per_split']} fresh tasks per split ({splits}) of held-out test worlds"
     return f"the training world's own tasks ({splits})"
@@ -172,8 +177,9 @@ def _eval_tasks(evaluation: dict[str, Any]) -> str:
 def _verdict(paired: Comparison) -> str:
     """One sentence on GRPO − SFT: the paired intervals, and whether they exclude 0."""
     parts = []
-    for label, key in (("overall pass^1", "overall"), ("write-task pass^1", "write"),
-                       ("train pass^1", "split/train"), ("Generalization", "generalization")):
+    for label, key in (("overall pass^1", "overall"), ("family-balanced pass^1", "family"),
+                       ("write-task pass^1", "write"), ("no-write pass^1", "no_write"),
+                       ("pass^1 of the families trained on", "split/seen_families"), ("Generalization", "generalization")):
         est = paired.estimates().get(key)
         if est is not None:
             word = "above 0" if est.low > 0 else "below 0" if est.high < 0 else "includes 0"

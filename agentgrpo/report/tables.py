@@ -45,9 +45,14 @@ def _split(name: str) -> Row:
 
 ROWS = (
     Row("Overall pass^1", _pass1, ("pass^k", 1), "overall"),
+    Row("Family-balanced pass^1", lambda m: m.get("family_pass^1"), ("family_pass^1",), "family"),
+    Row("τ-bench-weighted pass^1", lambda m: m.get("tau_bench_pass^1"), ("tau_bench_pass^1",), "tau_bench"),
     Row("Write-task pass^1", lambda m: m.get("write_pass^1"), ("write_pass^1",), "write"),
+    Row("No-write pass^1", lambda m: m.get("no_write_pass^1"), ("no_write_pass^1",), "no_write"),
     Row("Do-nothing floor", lambda m: m.get("do_nothing_floor"), delta=False),
-    Row("Train pass^1", lambda m: m["pass^1_by_split"].get("train"), ("pass^1_by_split", "train"), "split/train"),
+    Row("Cut-off episodes (score 0)", lambda m: m.get("cut_off"), fmt=".0f", delta=False),
+    Row("pass^1, families trained on", lambda m: m["pass^1_by_split"].get("seen_families"),
+        ("pass^1_by_split", "seen_families"), "split/seen_families"),
     _split("covered_seen"),
     _split("uncovered_seen"),
     _split("unseen"),

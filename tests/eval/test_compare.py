@@ -35,7 +35,7 @@ def test_paired_differences_by_hand():
     assert diff.overall.value == pytest.approx(1.5 / 4) and diff.tasks == 4 and diff.trials == 2
     assert diff.by_split["covered_seen"] == Estimate(1.0, 1.0, 1.0, 1)
     assert diff.by_split["uncovered_seen"] == Estimate(0.0, 0.0, 0.0, 1)
-    assert diff.by_split["train"].value == 0.5
+    assert diff.by_split["seen_families"].value == 0.5
     # unseen: differences 0 and ½; a resample's mean is 0, ¼ or ½ (chances ¼, ½, ¼)
     assert diff.by_split["unseen"] == Estimate(0.25, 0.0, 0.5, 2)
     # write tasks c and v1: differences 1 and 0, resampled means 0, ½, 1
@@ -50,7 +50,7 @@ def test_paired_differences_by_hand():
     assert diff.figures["tau_bench"].value == pytest.approx((30 * 0.5 + 19 * 0.25) / 49)
     assert set(diff.to_dict()["difference"]) == {"overall", "family", "tau_bench", "write", "no_write",
                                                  "generalization", "split/covered_seen", "split/uncovered_seen",
-                                                 "split/unseen", "split/train"}
+                                                 "split/unseen", "split/seen_families"}
     assert "| covered_seen | +1.000 [+1.000, +1.000] | interval excludes 0 |" in diff.to_markdown()
 
 

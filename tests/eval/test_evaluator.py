@@ -14,7 +14,7 @@ def test_oracle_evaluation_writes_a_perfect_report(tmp_path):
     m = report.metrics
     assert m["episodes"] == (6 + 8 + 4) * 2
     assert m["pass^k"] == {1: 1.0, 2: 1.0}
-    assert m["pass^1_by_split"] == {"covered_seen": 1.0, "uncovered_seen": 1.0, "unseen": 1.0, "train": 1.0}
+    assert m["pass^1_by_split"] == {"covered_seen": 1.0, "uncovered_seen": 1.0, "unseen": 1.0, "seen_families": 1.0}
     assert m["generalization"] == 1.0
     assert m["error_rate"] == 0.0
     assert m["reasoning_depth_p50"] > 0
@@ -23,4 +23,4 @@ def test_oracle_evaluation_writes_a_perfect_report(tmp_path):
     assert "| pass^2 | 1.000 |" in (tmp_path / "eval.md").read_text()
     lines = (tmp_path / "transcripts.jsonl").read_text().splitlines()
     assert len(lines) == 36 and json.loads(lines[0])["messages"][0]["role"] == "system"
-    assert report.summary()["pass^1"]["train"] == 1.0
+    assert report.summary()["pass^1_by_split"]["seen_families"] == 1.0

@@ -39,7 +39,7 @@ def test_generalization_resamples_within_each_split():
     assert metrics["generalization"] == 0.75
     assert metrics["ci"]["generalization"] == {"value": 0.75, "low": 0.5, "high": 1.0, "n": 4}
     assert metrics["ci"]["pass^1_by_split"]["uncovered_seen"] == {"value": 1.0, "low": 1.0, "high": 1.0, "n": 2}
-    assert metrics["ci"]["pass^1_by_split"]["train"]["value"] == 1.0
+    assert metrics["ci"]["pass^1_by_split"]["seen_families"]["value"] == 1.0
 
 
 def test_floor_and_write_task_pass1_by_hand():
@@ -54,7 +54,7 @@ def test_floor_and_write_task_pass1_by_hand():
     assert metrics["write_pass^1"] == 0.25 and metrics["write_tasks"] == 2
     assert metrics["do_nothing_floor"] == 0.25
     assert metrics["do_nothing_floor_by_split"] == {"covered_seen": 0.0, "uncovered_seen": 0.0, "unseen": 0.5,
-                                                    "train": 0.0}
+                                                    "seen_families": 0.0}
     assert metrics["ci"]["write_pass^1"]["value"] == 0.25 and metrics["ci"]["do_nothing_floor"]["n"] == 4
     assert per_task[0] == {"task_id": "w1", "split": "covered_seen", "family": "fam_w1", "successes": [True, False],
                            "trials": [0, 1], "user_seeds": [100, 101], "process_scores": [None, None],
