@@ -197,3 +197,18 @@ def test_a_logged_run_of_real_episodes_that_learns_to_refuse_is_doing_less(tmp_p
 
     assert "doing_less" not in fired(log_episodes(tmp_path / "forgets", forgets_the_oracle))
 
+
+
+def test_the_trainer_logs_the_write_shares(tiny_policy_dir, tmp_path):
+    """Two tiny GRPO steps on the airline: every step's record carries both shares, and diagnose
+    reads them (two steps are too few for a start)."""
+    from helpers import fast_grpo_config
+
+    from agentgrpo.train.grpo import GRPOTrainer
+
+    GRPOTrainer(fast_grpo_config(tiny_policy_dir, tmp_path)).train()
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2]
+    for r in records:
+        assert 0 <= r["rollout/executed_write_episode_frac"] <= r[WRITES] <= 1
+    assert "rollout/write_episode_frac: 2 step(s), too few" in diagnose(tmp_path).not_applicable["doing_less"]
