@@ -335,7 +335,7 @@ def check_doing_less(log: RunLog) -> Finding | None:
         pass
     return Finding("doing_less", writes.steps[i],
                    f"episodes with a write call {w0:.2f} -> {w[i]:.2f}{executed} while {reward.name} "
-                   f"{r0:.3f} -> {r[i]:.3f} (rolling medians) for {run[1]} steps: it stopped acting to get reward",
+                   f"{r0:.3f} -> {r[i]:.3f} (rolling medians) for {run[1]} steps: it writes less for more reward",
                    evidence)
 
 
