@@ -37,7 +37,8 @@ def test_doing_less_from_the_step_the_writes_fell_while_the_reward_rose(tmp_path
     assert (finding.check, finding.step) == ("doing_less", 6)
     assert finding.evidence["write_start"] == pytest.approx(0.6)  # median(0.6, 0.66, 0.552)
     assert finding.evidence["write"] == pytest.approx(0.15) and finding.evidence["steps"] == 7
-    assert finding.evidence["executed_write_start"] == pytest.approx(0.45) and finding.evidence["executed_write"] == 0.02
+    assert finding.evidence["executed_write_start"] == pytest.approx(0.45)
+    assert finding.evidence["executed_write"] == 0.02
     assert "0.60 -> 0.15 (executed 0.45 -> 0.02)" in finding.summary and not finding.is_collapse
 
 
