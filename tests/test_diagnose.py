@@ -25,7 +25,8 @@ def healthy() -> list[dict]:
     """A run that learns: outcome 0.30 → 0.52, process score rising with it, no collapse. It
     has single-step outliers each check must shrug off (a 2.5× gradient norm at step 6, a
     malformed-turn rate of 0.6 at step 6, a one-step length drop at step 9, two isolated
-    falls of the A ≥ 0 likelihood) and a saturated batch at step 2."""
+    falls of the A ≥ 0 likelihood, a batch with few writes at step 7 as its reward rises) and a
+    saturated batch at step 2."""
     records = []
     for i in range(STEPS):
         step, w = i + 1, WOBBLE[i]
@@ -44,6 +45,8 @@ def healthy() -> list[dict]:
             "rollout/malformed_turn_rate": 0.6 if step == 6 else 0.05 * w,
             "rollout/tokens_per_turn_mean": 10.0 if step == 9 else 40.0 * w,
             "rollout/tool_calls_mean": 0.5 if step == 4 else 3.0 * w,  # one batch that hardly acted
+            "rollout/write_episode_frac": 0.25 if step == 7 else 0.6 * w,  # a batch of refusal tasks
+            "rollout/executed_write_episode_frac": 0.45 * w,
         })
         if step % 4 == 0:
             records[-1].update({"val/pass1": 0.45, "val/episodes": 100.0})
@@ -309,6 +312,7 @@ def test_warnings_alone_are_not_a_collapse(tmp_path):
     lld_2 = Finding("lld", 3, "", {"phases": 2})
     assert not lld_1.is_collapse and lld_2.is_collapse
     assert Finding("format_collapse", 5, "").is_collapse and not Finding("reward_hacking", 5, "").is_collapse
+    assert not Finding("doing_less", 5, "").is_collapse
 
 
 def test_diagnose_does_not_import_torch():

@@ -17,6 +17,8 @@ the evidence; docs/diagnostics.md says what each means and what to do about it:
   (step 1's rollout, sampled before any update);
 * ``grad_explosion``: the gradient norm far above its running median (or non-finite);
 * ``reward_hacking``: the process score rises while the outcome stays flat or falls;
+* ``doing_less``: the share of episodes that call a write tool falls while the training
+  reward rises (refusing or transferring is the cheapest reward);
 * ``val_test_gap``: validation pass^1 far above the evaluation's (the seed: 0.80 vs 0.125).
 
 Noise: level checks compare a centred rolling median of 3 steps with the median of the

@@ -155,7 +155,8 @@ class Domain(Protocol):
     evaluation that draws held-out tasks) and ``check_data(env_config, prefix)`` (the files
     a job will read exist: the jobs' preflight). A domain whose tools take ids may declare
     them as ``id_kinds`` (a sequence of ``agentgrpo.envs.delex.IdKind``), which
-    ``env.delexicalise`` needs.
+    ``env.delexicalise`` needs; one whose tools change its state may declare those as
+    ``write_tools`` (tool names), which the training log's write shares need.
     """
 
     name: str
@@ -262,6 +263,14 @@ def id_kinds(config: EnvConfig) -> Sequence[IdKind]:
         raise ConfigError(f"env.delexicalise=true is invalid: domain {config.domain!r} declares no id_kinds; "
                           "set env.delexicalise=false")
     return kinds
+
+
+def write_tools(config: EnvConfig) -> frozenset[str] | None:
+    """The configured domain's tools that change its state (its optional ``write_tools``: for the
+    airline the bookings, cancellations and changes its grader's database hash sees), or None
+    when the domain declares none: nothing then says which calls are writes."""
+    tools = getattr(get_domain(config.domain), "write_tools", None)
+    return frozenset(tools) if tools else None
 
 
 def build_heldout(config: EnvConfig, split_names: Sequence[str], tasks_per_split: int, seed: int = 0,

@@ -52,6 +52,7 @@ from agentgrpo.envs.registry import (
     build_heldout,
     build_training_worlds,
     make_env,
+    write_tools,
 )
 from agentgrpo.envs.types import Task
 from agentgrpo.openai_client import llm_user_client
@@ -210,7 +211,7 @@ class GRPOTrainer:
         are ``train()``'s."""
         timings = {metric.PERF_ROLLOUT_S: 0.0, metric.PERF_SCORE_S: 0.0}
         trajectories, sampled, sampling_metrics = self.sample_groups(step, timings)
-        metrics = {**rollout_metrics(sampled), **sampling_metrics}
+        metrics = {**rollout_metrics(sampled, write_tools(self.config.env)), **sampling_metrics}
         self.last_batch = None
         if trajectories:
             metrics.update(self.learn(trajectories, step, timings))

@@ -4,20 +4,26 @@ Besides the totals, the series ``agentgrpo diagnose`` reads: ``rollout/malformed
 (format collapse), ``rollout/tokens_per_turn_mean`` (length collapse) and
 ``reward/outcome_saturated_group_frac`` (groups whose outcomes all agree; unlike the
 advantage estimator's ``algo/saturated_group_frac`` it ignores the process score, which
-keeps a PRM-Lite reward from ever being exactly 0 or 1).
+keeps a PRM-Lite reward from ever being exactly 0 or 1). Given the domain's write tools
+(``agentgrpo.envs.registry.write_tools``), also the share of episodes that call one
+(``rollout/write_episode_frac``) and that call one without an error
+(``rollout/executed_write_episode_frac``): a policy that learns to refuse stops writing
+(``doing_less``).
 """
 from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Collection
 
 from agentgrpo import metric_names as metric
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.stats_util import percentile_50
 
 
-def rollout_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
-    """Flat ``reward/`` and ``rollout/`` metrics of one batch of trajectories."""
+def rollout_metrics(trajectories: list[Trajectory], write_tools: Collection[str] | None = None) -> dict[str, float]:
+    """Flat ``reward/`` and ``rollout/`` metrics of one batch of trajectories; the write shares
+    only with ``write_tools`` (a domain that declares none logs none, rather than a false 0)."""
     if not trajectories:
         return {}
     n = len(trajectories)
@@ -39,6 +45,8 @@ def rollout_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
         metric.ROLLOUT_INVALID_RATE: sum(t.num_invalid > 0 for t in trajectories) / n,
         metric.ROLLOUT_TOOL_CALLS_MEAN: statistics.fmean(sum(s.is_tool for s in t.steps) for t in trajectories),
     }
+    if write_tools:
+        metrics.update(write_episode_fracs(trajectories, write_tools))
     saturated = outcome_saturated_group_frac(trajectories)
     if saturated is not None:
         metrics[metric.REWARD_OUTCOME_SATURATED_GROUP_FRAC] = saturated
@@ -62,3 +70,12 @@ def outcome_saturated_group_frac(trajectories: list[Trajectory]) -> float | None
     if not groups:
         return None
     return sum(min(values) == max(values) for values in groups) / len(groups)
+
+
+def write_episode_fracs(trajectories: list[Trajectory], write_tools: Collection[str]) -> dict[str, float]:
+    """Shares of the episodes with at least one well-formed call to one of ``write_tools`` (even one
+    that failed) and with at least one that succeeded (its step has no error)."""
+    writes = [[s for s in t.steps if s.kind == "tool" and s.name in write_tools] for t in trajectories]
+    n = len(trajectories)
+    return {metric.ROLLOUT_WRITE_EPISODE_FRAC: sum(bool(w) for w in writes) / n,
+            metric.ROLLOUT_EXECUTED_WRITE_EPISODE_FRAC: sum(any(not s.error for s in w) for w in writes) / n}

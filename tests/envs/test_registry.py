@@ -28,6 +28,7 @@ from agentgrpo.envs.registry import (
     register_domain,
     split_families,
     unregister_domain,
+    write_tools,
 )
 from agentgrpo.envs.types import USER_STOP, Action, Task
 
@@ -59,6 +60,16 @@ def test_airline_is_the_default_domain_and_resolves_to_its_spec():
     assert get_domain("airline") is airline  # loaded once
     bundle = build_env(EnvConfig(n_tasks=12, splits=SplitConfig(covered_seen=4, uncovered_seen=4, unseen=4)))
     assert set(airline.tool_names) == set(bundle.domain.tool_names) and len(airline.tool_names) == 14
+
+
+def test_the_write_tools_are_the_domains_state_changing_tools():
+    """The airline's are the tools its task facts count as writes; the toy's ``submit`` is the one
+    change its grader compares; a domain that declares none has None (no write share is logged)."""
+    bundle = build_env(EnvConfig(n_tasks=12, splits=SplitConfig(covered_seen=4, uncovered_seen=4, unseen=4)))
+    assert write_tools(EnvConfig()) == bundle.domain.write_tools
+    assert {"book_reservation", "cancel_reservation", "update_reservation_flights"} <= write_tools(EnvConfig())
+    assert not {"get_user_details", "transfer_to_human_agents", "think"} & write_tools(EnvConfig())
+    assert write_tools(EnvConfig(domain="toy")) == {"submit"}
 
 
 # Fingerprints of the splits and of one oracle episode, computed with the code before the registry
@@ -229,6 +240,7 @@ def test_a_domain_registered_at_run_time_is_reachable_through_every_call(ping_sp
     with pytest.raises(ConfigError, match="no held-out tasks"):
         build_heldout(config, ["unseen"], 2)
     check_heldout(config, 2)  # no check_heldout method: nothing to check at load time
+    assert write_tools(config) is None  # no write_tools: nothing says which calls are writes
 
 
 def test_a_domain_can_be_registered_by_module_path(ping_spec):

@@ -45,3 +45,32 @@ def test_outcome_saturation_ignores_single_episode_groups():
     batch = [trajectory("a", 0.0, []), trajectory("a", 0.0, []), trajectory("b", 1.0, [])]
     assert outcome_saturated_group_frac(batch) == 1.0
     assert "reward/outcome_saturated_group_frac" not in rollout_metrics(batch[1:])
+
+
+CANCEL = Step("tool", "cancel_reservation", {"reservation_id": "ZFA04Y"}, '{"status": "cancelled"}')
+FAILED_CANCEL = Step("tool", "cancel_reservation", {"reservation_id": "NOSUCH"}, "Error: reservation not found")
+WRITES = frozenset({"cancel_reservation", "book_reservation"})
+
+
+def test_write_shares_count_episodes_with_a_write_call_and_with_one_that_succeeded():
+    batch = [
+        trajectory("a", 1.0, [(TOOL, 5), (CANCEL, 5), (REPLY, 5)]),  # read, then a write that ran
+        trajectory("a", 0.0, [(FAILED_CANCEL, 5), (REPLY, 5)]),      # tried to write, failed
+        trajectory("b", 1.0, [(TOOL, 5), (REPLY, 5)]),               # read only: no write
+        trajectory("b", 1.0, [(FAILED_CANCEL, 5), (CANCEL, 5), (CANCEL, 5)]),  # counted once
+        trajectory("c", 1.0, [(REPLY, 5)]),                          # refused
+    ]
+    metrics = rollout_metrics(batch, WRITES)
+    assert metrics["rollout/write_episode_frac"] == 3 / 5
+    assert metrics["rollout/executed_write_episode_frac"] == 2 / 5
+    # a malformed turn naming a write tool is no write call
+    bad_write = Step("invalid", "cancel_reservation", {}, "Error: malformed tool call", error=True)
+    assert rollout_metrics([trajectory("d", 0.0, [(bad_write, 3)])], WRITES)["rollout/write_episode_frac"] == 0
+
+
+def test_no_write_tools_no_write_shares():
+    """A domain that declares no write tools logs no share (a 0 would read as "stopped writing")."""
+    batch = [trajectory("a", 1.0, [(CANCEL, 5)])]
+    for tools in (None, frozenset()):
+        assert not {"rollout/write_episode_frac", "rollout/executed_write_episode_frac"} & set(
+            rollout_metrics(batch, tools))

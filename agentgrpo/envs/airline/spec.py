@@ -36,6 +36,7 @@ class AirlineDomainSpec:
 
     name = "airline"
     tool_names: frozenset[str] = AirlineDomain.tool_names
+    write_tools: frozenset[str] = AirlineDomain.write_tools
     id_kinds: tuple[IdKind, ...] = AIRLINE_ID_KINDS
 
     def check_config(self, config: EnvConfig) -> None:

@@ -41,6 +41,7 @@ class ToySpec:
         if not 1 <= self.stated_keys <= n_keys:
             raise ValueError(f"stated_keys must be in [1, {n_keys}], got {stated_keys}")
         self.tool_names: frozenset[str] = frozenset({SUBMIT})
+        self.write_tools: frozenset[str] = frozenset({SUBMIT})  # the one change of state grading compares
 
     def check_config(self, config: EnvConfig) -> None:
         """Keys the toy domain cannot honour fail at load time, naming the key."""
