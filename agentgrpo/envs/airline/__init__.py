@@ -31,7 +31,8 @@ from agentgrpo.envs.airline.core.grader import GradeResult, canonical_json, mult
 from agentgrpo.envs.airline.core.policy import load_policy
 from agentgrpo.envs.airline.core.schema import CabinClass, FlightType, Insurance
 from agentgrpo.envs.airline.core.tau_bench import load_tau_bench
-from agentgrpo.envs.airline.core.tools import TOOL_KINDS, AirlineTools, Compat, ToolError
+from agentgrpo.envs.airline.core.tool_base import Compat, ToolError
+from agentgrpo.envs.airline.core.tools import TOOL_KINDS, AirlineTools
 from agentgrpo.envs.airline.simulation.oracle import OracleAgent
 from agentgrpo.envs.airline.simulation.plans import oracle_agent
 from agentgrpo.envs.airline.simulation.scenario import Confirmation, Scenario

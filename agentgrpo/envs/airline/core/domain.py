@@ -26,7 +26,8 @@ from agentgrpo.envs.airline.core.grader import (
     grade_episode,
 )
 from agentgrpo.envs.airline.core.schema import ArgumentError, ExtraFields, validate_arguments
-from agentgrpo.envs.airline.core.tools import TOOL_KINDS, TOOL_SCHEMAS, AirlineTools, Compat, ToolError
+from agentgrpo.envs.airline.core.tool_base import Compat, ToolError
+from agentgrpo.envs.airline.core.tools import TOOL_KINDS, TOOL_SCHEMAS, AirlineTools
 from agentgrpo.envs.types import Action, Task, error_observation, is_error_observation
 
 COMPAT_MODES: tuple[str, ...] = ("tau_bench", "fixed")

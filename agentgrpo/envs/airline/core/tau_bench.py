@@ -19,7 +19,7 @@ from typing import Any
 from agentgrpo.config import DataError, MissingFileError
 from agentgrpo.envs.airline.core.db import TABLES
 from agentgrpo.envs.airline.core.domain import AirlineDomain
-from agentgrpo.envs.airline.core.tools import Compat
+from agentgrpo.envs.airline.core.tool_base import Compat
 from agentgrpo.envs.types import Action, Task
 
 POLICY_FILES = ("policy.md", "wiki.md")
