@@ -343,7 +343,8 @@ def test_the_pre_registered_primary_comparison_gates_the_rest(tmp_path):
     assert summary["primary"] == "joint" and primary["primary"] is True
     assert primary["p_adjusted"] == primary["p"] < 0.001 and primary["star"]  # 16 of 16 tasks: +1
     others = {"vanilla/vs_sft": rows["vanilla"]["vs_sft"]["p"], "lata/vs_sft": rows["lata"]["vs_sft"]["p"],
-              "lata/vs_vanilla": rows["lata"]["vs_vanilla"]["p"], "joint/vs_vanilla": rows["joint"]["vs_vanilla"]["p"]}
+              "lata/vs_vanilla": rows["lata"]["vs_vanilla"]["p"], "joint/vs_vanilla": rows["joint"]["vs_vanilla"]["p"],
+              "joint/vs_lata": rows["joint"]["vs_lata"]["p"]}  # H5: Joint − its better single component
     expected = {k: max(v, primary["p"]) for k, v in holm_adjust(others).items()}
     assert {k: rows[k.split("/")[0]][k.split("/")[1]]["p_adjusted"] for k in others} == pytest.approx(expected)
     table = ablation_markdown(summary)
@@ -407,3 +408,38 @@ def test_a_small_grid_runs_end_to_end_and_a_rerun_starts_nothing(tmp_path, tiny_
     messages: list[str] = []
     assert run_jobs(plan_jobs(plan), 2, plan.out / "logs", report=messages.append) == []
     assert messages == ["ablate: 9 of 9 jobs already done, 0 to run, 2 at a time"]
+
+
+def test_the_five_hypotheses_get_verdicts_with_intervals(tmp_path):
+    tasks = {f"t{i}": ("uncovered_seen" if i % 2 else "covered_seen") for i in range(24)}
+    experiments = ["vanilla", "turn_discount", "lata", "prm_lite", "joint"]
+    plan = make_plan(tmp_path, seeds=[0, 1, 2], experiments=experiments)
+    plan.primary = "joint"
+    solved = {"sft": 4, "vanilla": 8, "turn_discount": 6, "lata": 12, "prm_lite": 10, "joint": 24}
+    depth = {"vanilla": 20.0, "turn_discount": 30.0}  # H1: Turn-Discount's turns are longer, every seed
+    for name, n in solved.items():
+        for seed in (0, 1, 2):
+            out = plan.sft_eval_dir(seed) if name == "sft" else plan.run_dir("base", seed, name) / "eval"
+            out.mkdir(parents=True)
+            per_task = {t: (1.0 if i < n else 0.0) for i, t in enumerate(tasks)}
+            extra = {"reasoning_depth_p50": depth.get(name, 25.0) + seed, "family_pass^1": n / 24}
+            (out / "eval.json").write_text(json.dumps(fake_eval(per_task, tasks, trials=1, **extra)))
+            if name != "sft":  # H2: Joint's groups never all agree, vanilla's half the time
+                (out.parent / "metrics.jsonl").write_text("".join(
+                    json.dumps({"step": s, "algo/saturated_group_frac": 0.0 if name == "joint" else 0.5}) + "\n"
+                    for s in (1, 2)))
+    summary = summarize_setting(plan, "base")
+    found = summary["hypotheses"]
+    assert set(found) == {"H1", "H2", "H3", "H4", "H5"}
+    assert found["H1"]["estimate"]["value"] == pytest.approx(10.0) and found["H1"]["verdict"] == "supported"
+    assert found["H1"]["per_seed"] == {0: 10.0, 1: 10.0, 2: 10.0}
+    assert found["H2"]["estimate"]["value"] == pytest.approx(-0.5) and found["H2"]["verdict"] == "supported"
+    # H4: LATA − Turn-Discount = 6/24 on every seed, a row of the table (adjusted with it)
+    assert found["H4"]["comparison"] == "lata/vs_turn_discount"
+    assert found["H4"]["estimate"]["value"] == pytest.approx(0.25)
+    # H5: the better single component is LATA; Joint − LATA = 12/24
+    assert found["H5"]["comparison"] == "joint/vs_lata" and found["H5"]["estimate"]["value"] == pytest.approx(0.5)
+    assert "vs_turn_discount" in summary["rows"]["lata"] and "p_adjusted" in summary["rows"]["joint"]["vs_lata"]
+    table = ablation_markdown(summary)
+    assert "## The seed study's hypotheses" in table and "| H5 | Joint beats the best single component" in table
+    assert "| lata | turn_discount |" in table

@@ -1,7 +1,9 @@
 """The numbers of an ``agentgrpo ablate`` setting: each variant's figures per seed and their mean,
 its seed-aware paired differences (``agentgrpo.eval.grid``) against the do-nothing floor, vanilla
-and the SFT checkpoint its runs started from, one multiplicity correction over the table, and
-each run's ``agentgrpo diagnose`` findings; ``write_report`` renders them
+and the SFT checkpoint its runs started from (and the seed study's H4/H5 pairs), one
+multiplicity correction over the table, the five hypotheses' verdicts
+(``agentgrpo.jobs.ablate_hypotheses``), and each run's ``agentgrpo diagnose`` findings;
+``write_report`` renders them
 (``agentgrpo.report.ablation``).
 """
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentgrpo.config import DataError
 from agentgrpo.eval.grid import STARRED, seed_aware_delta, star_table
+from agentgrpo.jobs.ablate_hypotheses import hypotheses, table_comparisons
 
 if TYPE_CHECKING:
     from agentgrpo.jobs.ablate import AblationPlan
@@ -55,14 +58,16 @@ def summarize_setting(plan: AblationPlan, setting: str) -> dict[str, Any]:
         comparisons[f"{experiment}/vs_sft"] = seed_aware_delta(by_seed, sft_by_seed, sft_of)
         if BASELINE in evals and experiment != BASELINE:
             comparisons[f"{experiment}/vs_vanilla"] = seed_aware_delta(by_seed, evals[BASELINE])
+    comparisons.update(table_comparisons(evals))  # the hypotheses' H4 and H5
     comparisons = {name: c for name, c in comparisons.items() if c is not None}
     primary = f"{plan.primary}/vs_sft" if plan.primary else None
     star_table(comparisons, primary if primary in comparisons else None)
     for name, comparison in comparisons.items():
         variant, against = name.split("/")
         rows[variant][against] = comparison
+    found = hypotheses(evals, lambda experiment, seed: plan.run_dir(setting, seed, experiment), comparisons)
     return {"setting": setting, "seeds": seeds, "overrides": plan.settings[setting], "rows": rows,
-            "primary": plan.primary, "split": plan.split, "starred": STARRED}
+            "primary": plan.primary, "split": plan.split, "starred": STARRED, "hypotheses": found}
 
 
 def _maybe_eval(out_dir: Path) -> dict[str, Any] | None:

@@ -25,7 +25,8 @@ COLUMNS = (
     ("reasoning_depth_p50", "reasoning depth p50"),
     ("cut_off", "cut-off episodes"),
 )
-COMPARISONS = (("vs_floor", "do-nothing floor"), ("vs_vanilla", "vanilla"), ("vs_sft", "SFT"))
+COMPARISON_TITLES = {"vs_floor": "do-nothing floor", "vs_vanilla": "vanilla", "vs_sft": "SFT"}
+"""The title of a row's comparison (others, such as H4's ``vs_turn_discount``, by the variant's name)."""
 DELTA_FIGURES = ("overall", "family", "tau_bench", "write", "no_write")
 
 
@@ -58,10 +59,10 @@ def delta_table(summary: Mapping[str, Any]) -> list[str]:
              + f" | per seed ({FIGURE_LABELS[starred]}) | p (adjusted) | MDE |",
              "|---|---|" + "---|" * len(DELTA_FIGURES) + "---|---|---|"]
     for name, row in summary["rows"].items():
-        for key, title in COMPARISONS:
-            comparison = row.get(key)
-            if not comparison:
+        for key, comparison in row.items():
+            if not key.startswith("vs_") or not comparison:
                 continue
+            title = COMPARISON_TITLES.get(key, key.removeprefix("vs_"))
             per_seed = comparison["figures"][starred]["per_seed"]
             seeds = ", ".join(f"{float(v):+.3f}" for v in per_seed.values())
             lines.append(f"| {name} | {title} | " + " | ".join(_figure(comparison, f) for f in DELTA_FIGURES)
@@ -114,6 +115,17 @@ def ablation_markdown(summary: Mapping[str, Any], has_progression: bool = False)
         "task variances); a smaller difference is not a finding.",
         "", *delta_table(summary),
     ]
+    found = summary.get("hypotheses") or {}
+    if found:
+        lines += ["", "## The seed study's hypotheses", "",
+                  "H1–H3: the two variants paired seed by seed, mean difference with a 95% t-interval over seeds; "
+                  "H4, H5: rows of the table above (seed-aware interval, adjusted p).", "",
+                  "| | hypothesis | Δ [95% CI] | per seed | verdict |", "|---|---|---|---|---|"]
+        for key, h in found.items():
+            per_seed = ", ".join(f"{float(v):+.3f}" for v in h["per_seed"].values())
+            estimate = Estimate.from_dict(h["estimate"])
+            lines.append(f"| {key} | {h['statement']} | {estimate.format(signed=True)} | {per_seed} | "
+                         f"{h['verdict']} |")
     lines += ["", "![comparison](comparison.png)"]
     if has_progression:
         lines += ["", "![validation pass^1 by step](progression.png)"]
