@@ -32,7 +32,8 @@ def test_quickstart_writes_report_and_summary(tmp_path):
     assert saved["wall_seconds"] > 0
     for name in ("sft", "grpo"):
         m = saved["checkpoints"][name]
-        assert set(m["pass^1_by_split"]) == {"covered_seen", "uncovered_seen", "seen_families"}  # held-out worlds' tasks
+        # held-out worlds' tasks
+        assert set(m["pass^1_by_split"]) == {"covered_seen", "uncovered_seen", "seen_families"}
         assert set(m) == {"pass^1", "pass^1_by_split", "family_pass^1", "tau_bench_pass^1", "generalization",
                           "write_pass^1", "no_write_pass^1", "cut_off", "do_nothing_floor", "error_rate",
                           "reasoning_depth_p50", "aborted", "ci"}

@@ -179,7 +179,8 @@ def _verdict(paired: Comparison) -> str:
     parts = []
     for label, key in (("overall pass^1", "overall"), ("family-balanced pass^1", "family"),
                        ("write-task pass^1", "write"), ("no-write pass^1", "no_write"),
-                       ("pass^1 of the families trained on", "split/seen_families"), ("Generalization", "generalization")):
+                       ("pass^1 of the families trained on", "split/seen_families"),
+                       ("Generalization", "generalization")):
         est = paired.estimates().get(key)
         if est is not None:
             word = "above 0" if est.low > 0 else "below 0" if est.high < 0 else "includes 0"

@@ -71,7 +71,8 @@ def test_summarize_by_hand():
         rec("c", "unseen", 0, False), rec("c", "unseen", 1, False, error=True, tokens=(40,)),
     ]
     metrics, per_task = summarize(records, trials=2, split_sizes={"covered_seen": 1, "uncovered_seen": 1, "unseen": 1})
-    assert metrics["pass^1_by_split"] == {"covered_seen": 1.0, "uncovered_seen": 0.5, "unseen": 0.0, "seen_families": 0.75}
+    assert metrics["pass^1_by_split"] == {"covered_seen": 1.0, "uncovered_seen": 0.5, "unseen": 0.0,
+                                          "seen_families": 0.75}
     assert metrics["pass^k"][1] == pytest.approx(0.5)
     assert metrics["pass^k"][2] == pytest.approx(1 / 3)  # only task a passes both
     assert metrics["pass@k"][2] == pytest.approx(2 / 3)
