@@ -1,0 +1,254 @@
+"""Why write tasks fail: an evaluation's write calls, their errors, and each failure's outcome class.
+
+``agentgrpo eval --writes DIR`` reads an evaluation directory (``eval_config.yaml``,
+``transcripts.jsonl``), rebuilds its tasks from the saved config and reads each episode's
+steps back from its messages (``agentgrpo.rewards.messages.parse_messages``). Which tools
+write is the domain's ``write_tools`` (``agentgrpo.envs.registry.write_tools``). Aborted
+episodes are left out. The report (``writes.json``, ``writes.md``) has:
+
+1. per write tool: calls attempted, calls executed (observation not an error), calls in the
+   gold actions of the evaluated episodes (what the oracle executes), and the errors grouped
+   by kind (ids, numbers and the value after "got" blanked, so one kind is one message);
+2. per failed write episode (the task's gold actions change the database, reward 0) one
+   outcome class (``OUTCOMES``, first that applies), counted per family, with the median
+   turn (assistant message, from 1) of the first write call and of the first rejected one;
+3. writes executed on tasks that need none (e.g. a cancel in a refusal family), per family.
+
+The classes after ``wrong_tool`` replay the episode's tool calls on a fresh database of its
+world. A replay whose calls do not fail and succeed as recorded (a delexicalised transcript,
+whose calls hold slots, not ids) cannot say what the database became: ``unreplayable``.
+No torch; the analysis (``analyse_writes``) takes records and tasks, ``analyse_eval_dir`` the files.
+"""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentgrpo.config import DataError, MissingFileError
+from agentgrpo.envs.types import CUT_OFF, ERROR_PREFIX, Action, Step
+from agentgrpo.rewards.messages import parse_messages
+
+if TYPE_CHECKING:
+    from agentgrpo.eval.tasks import EvalTask
+    from agentgrpo.eval.types import EpisodeRecord
+
+WRITES_JSON = "writes.json"
+WRITES_MD = "writes.md"
+OUTCOMES: dict[str, str] = {
+    "no_write_call": "no call to a write tool",
+    "all_rejected": "every write call rejected (an error observation)",
+    "wrong_tool": "a write executed with a tool the gold actions do not use",
+    "missing_write": "the executed writes are right but incomplete (the gold writes never executed complete "
+                     "the gold database)",
+    "wrong_arguments": "only the gold actions' write tools executed, the database differs",
+    "right_db": "the database is the gold one: an output missing, or the episode cut off",
+    "unreplayable": "a replay of the calls does not reproduce the recorded observations (e.g. delexicalised ids)",
+}
+"""The outcome classes of a failed write episode, in the order they are tested."""
+
+
+@dataclass(frozen=True)
+class WriteCall:
+    """One call to a write tool in an episode: its tool, assistant turn (from 1) and outcome."""
+
+    name: str
+    turn: int
+    error: bool
+    observation: str
+
+
+@dataclass
+class EpisodeWrites:
+    """One episode's write calls and, for a failed write episode, its outcome class."""
+
+    task_id: str
+    trial: int
+    family: str
+    needs_write: bool
+    reward: float
+    calls: list[WriteCall] = field(default_factory=list)
+    outcome: str | None = None
+    """An ``OUTCOMES`` key for a failed write episode; None otherwise."""
+    cut_off: bool = False
+
+    @property
+    def executed(self) -> list[WriteCall]:
+        return [c for c in self.calls if not c.error]
+
+
+def error_kind(observation: str) -> str:
+    """An error observation as its kind: the ``Error:`` prefix off, the value after "got" and
+    every token holding a digit (ids, amounts, dates) blanked, list indices as ``[i]``."""
+    text = observation[len(ERROR_PREFIX):] if observation.startswith(ERROR_PREFIX) else observation
+    text = re.sub(r"[,;] got .*$", "", text.strip(), flags=re.S)
+    text = re.sub(r"\[\d+\]", "[i]", text)
+    return re.sub(r"[\w.:+-]*\d[\w.:+-]*", "…", text)[:160]
+
+
+def episode_writes(record: EpisodeRecord, task: EvalTask, write_tools: Collection[str]) -> EpisodeWrites:
+    """The write calls of ``record`` (an episode of ``task``) and, if it failed a write task, its outcome."""
+    conversation = parse_messages(record.messages)
+    calls = [WriteCall(s.name, turn + 1, bool(s.error), s.observation)
+             for s, turn in zip(conversation.steps, conversation.turn_of_step)
+             if s.kind == "tool" and s.name in write_tools]
+    facts = task.facts
+    result = EpisodeWrites(record.task_id, record.trial, record.family, facts.write, record.reward, calls,
+                           cut_off=record.termination in CUT_OFF)
+    if facts.write and record.reward < 1.0:
+        result.outcome = _outcome(result, conversation.steps, task, write_tools)
+    return result
+
+
+def _outcome(episode: EpisodeWrites, steps: Sequence[Step], task: EvalTask, write_tools: Collection[str]) -> str:
+    if not episode.calls:
+        return "no_write_call"
+    executed = episode.executed
+    if not executed:
+        return "all_rejected"
+    gold_writes = [a for a in task.task.actions if a.name in write_tools]
+    if any(c.name not in {a.name for a in gold_writes} for c in executed):
+        return "wrong_tool"
+    domain = task.bundle.domain
+    state = _replay(domain, steps)
+    if state is None:
+        return "unreplayable"
+    if domain.grade(state, task.task, []).db_match:
+        return "right_db"
+    done = Counter(c.name for c in executed)
+    never_executed = []
+    for action in gold_writes:  # the gold writes beyond the executed count of their tool
+        if done[action.name] > 0:
+            done[action.name] -= 1
+        else:
+            never_executed.append(action)
+    for action in never_executed:
+        domain.execute(state, action.name, dict(action.kwargs))
+    if never_executed and domain.grade(state, task.task, []).db_match:
+        return "missing_write"
+    return "wrong_arguments"
+
+
+def _replay(domain: Any, steps: Sequence[Step]) -> Any | None:
+    """A fresh database after the episode's tool calls, or None when a call fails or succeeds
+    otherwise than recorded (the transcript does not hold the calls that ran)."""
+    state = domain.new_state()
+    for step in steps:
+        if step.kind != "tool":
+            continue
+        observation = domain.execute(state, step.name, dict(step.arguments))
+        if domain.is_error(observation) != bool(step.error):
+            return None
+    return state
+
+
+def gold_write_calls(actions: Sequence[Action], write_tools: Collection[str]) -> Counter[str]:
+    return Counter(a.name for a in actions if a.name in write_tools)
+
+
+def _median(values: list[int]) -> float | None:
+    return float(statistics.median(values)) if values else None
+
+
+def analyse_writes(records: Sequence[EpisodeRecord], tasks: Mapping[str, EvalTask],
+                   write_tools: Collection[str]) -> dict[str, Any]:
+    """The report (see the module docstring) of ``records`` (aborted ones skipped), whose tasks
+    ``tasks`` maps by id; a record of a task not there is a DataError."""
+    missing = sorted({r.task_id for r in records if r.task_id not in tasks})
+    if missing:
+        raise DataError(f"transcripts hold task(s) {missing[:3]} that the saved config does not evaluate")
+    finished = [r for r in records if not r.aborted]
+    if finished and not any(r.messages for r in finished):
+        raise DataError("the transcripts hold no messages (the evaluation ran with save_transcripts=false); "
+                        "evaluate again with save_transcripts=true")
+    episodes = [episode_writes(r, tasks[r.task_id], write_tools) for r in finished]
+    gold = Counter[str]()
+    for record in finished:
+        gold.update(gold_write_calls(tasks[record.task_id].task.actions, write_tools))
+    return {"episodes": len(episodes), "aborted": len(records) - len(finished),
+            "write_tools": sorted(write_tools),
+            "tools": _per_tool(episodes, gold, write_tools),
+            "failed_writes": _failed_writes(episodes),
+            "unneeded_writes": _unneeded_writes(episodes)}
+
+
+def _per_tool(episodes: list[EpisodeWrites], gold: Counter[str], write_tools: Collection[str]) -> dict[str, Any]:
+    tools: dict[str, Any] = {}
+    for name in sorted(write_tools):
+        calls = [c for e in episodes for c in e.calls if c.name == name]
+        errors = Counter(error_kind(c.observation) for c in calls if c.error)
+        tools[name] = {"attempted": len(calls), "executed": sum(not c.error for c in calls),
+                       "gold": gold[name], "errors": dict(errors.most_common())}
+    return tools
+
+
+def _failed_writes(episodes: list[EpisodeWrites]) -> dict[str, Any]:
+    failed = [e for e in episodes if e.outcome is not None]
+    by_family: dict[str, dict[str, int]] = {}
+    for e in failed:
+        by_family.setdefault(e.family, dict.fromkeys(OUTCOMES, 0))[e.outcome] += 1  # type: ignore[index]
+    first_write = [e.calls[0].turn for e in failed if e.calls]
+    first_rejected = [next(c.turn for c in e.calls if c.error) for e in failed if any(c.error for c in e.calls)]
+    return {"write_episodes": sum(e.needs_write for e in episodes), "failed": len(failed),
+            "outcomes": {k: sum(e.outcome == k for e in failed) for k in OUTCOMES},
+            "right_db_cut_off": sum(e.outcome == "right_db" and e.cut_off for e in failed),
+            "by_family": dict(sorted(by_family.items())),
+            "median_turn_first_write": _median(first_write), "median_turn_first_rejected": _median(first_rejected),
+            "episodes": [{"task_id": e.task_id, "trial": e.trial, "family": e.family, "outcome": e.outcome,
+                          "calls": [[c.name, c.turn, "rejected" if c.error else "executed"] for c in e.calls]}
+                         for e in failed]}
+
+
+def _unneeded_writes(episodes: list[EpisodeWrites]) -> dict[str, Any]:
+    by_family: dict[str, dict[str, Any]] = {}
+    for e in episodes:
+        if e.needs_write:
+            continue
+        row = by_family.setdefault(e.family, {"episodes": 0, "with_write": 0, "executed": {}})
+        row["episodes"] += 1
+        row["with_write"] += bool(e.executed)
+        for call in e.executed:
+            row["executed"][call.name] = row["executed"].get(call.name, 0) + 1
+    return dict(sorted(by_family.items()))
+
+
+# ---- the evaluation directory ---------------------------------------------------------------
+def load_eval_dir(out_dir: str | Path) -> tuple[Any, list[EpisodeRecord], dict[str, EvalTask]]:
+    """The saved config, the episode records and the evaluated tasks by id of an evaluation
+    directory; a directory that holds no evaluation is a MissingFileError saying so."""
+    from omegaconf import OmegaConf
+
+    from agentgrpo.eval.runner import CONFIG_FILE, LOG_FILE, read_records
+    from agentgrpo.eval.tasks import eval_tasks
+    from agentgrpo.eval.tau_bench_io import eval_config_from
+
+    out = Path(out_dir)
+    if not (out / CONFIG_FILE).is_file() or not (out / LOG_FILE).is_file():
+        raise MissingFileError(f"{out}: not an evaluation directory (it holds no {CONFIG_FILE} and {LOG_FILE}); "
+                               "pass an `agentgrpo eval` out_dir")
+    config = eval_config_from(OmegaConf.to_container(OmegaConf.load(out / CONFIG_FILE), resolve=True))
+    records = read_records(out / LOG_FILE)
+    wanted = {r.task_id for r in records}
+    tasks = {t.task.task_id: t for t in eval_tasks(config) if t.task.task_id in wanted}
+    return config, records, tasks
+
+
+def analyse_eval_dir(out_dir: str | Path) -> dict[str, Any]:
+    """The write report of an evaluation directory, also written there as writes.json and writes.md."""
+    from agentgrpo.envs.registry import write_tools
+    from agentgrpo.eval.writes_markdown import writes_markdown
+
+    config, records, tasks = load_eval_dir(out_dir)
+    tools = write_tools(config.env)
+    if tools is None:
+        raise DataError(f"{config.env.domain!r} declares no write_tools: nothing says which of its calls write")
+    report = {"eval_dir": str(out_dir), "policy": config.policy.init, **analyse_writes(records, tasks, tools)}
+    out = Path(out_dir)
+    (out / WRITES_JSON).write_text(json.dumps(report, indent=2))
+    (out / WRITES_MD).write_text(writes_markdown(report))
+    return report
