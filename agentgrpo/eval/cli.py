@@ -110,8 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _writes_report(eval_dir: str) -> int:
     """``--writes DIR``: the write report of an earlier evaluation, printed and written beside it."""
-    from agentgrpo.eval.writes import WRITES_JSON, WRITES_MD, analyse_eval_dir
-    from agentgrpo.eval.writes_markdown import writes_markdown
+    from agentgrpo.eval.writes import WRITES_JSON, WRITES_MD, analyse_eval_dir, writes_markdown
 
     report = analyse_eval_dir(eval_dir)
     print(writes_markdown(report))

@@ -17,7 +17,8 @@ episodes are left out. The report (``writes.json``, ``writes.md``) has:
 The classes after ``wrong_tool`` replay the episode's tool calls on a fresh database of its
 world. A replay whose calls do not fail and succeed as recorded (a delexicalised transcript,
 whose calls hold slots, not ids) cannot say what the database became: ``unreplayable``.
-No torch; the analysis (``analyse_writes``) takes records and tasks, ``analyse_eval_dir`` the files.
+No torch; the analysis (``analyse_writes``) takes records and tasks, ``analyse_eval_dir`` the files,
+``writes_markdown`` renders the report.
 """
 from __future__ import annotations
 
@@ -51,6 +52,12 @@ OUTCOMES: dict[str, str] = {
     "unreplayable": "a replay of the calls does not reproduce the recorded observations (e.g. delexicalised ids)",
 }
 """The outcome classes of a failed write episode, in the order they are tested."""
+ERRORS_SHOWN = 6
+"""Error kinds listed per tool (the most frequent); writes.json has them all."""
+SHORT_NAMES = {"no_write_call": "no write", "all_rejected": "all rejected", "wrong_tool": "wrong tool",
+               "missing_write": "missing write", "wrong_arguments": "wrong args", "right_db": "right db",
+               "unreplayable": "unreplayable"}
+"""The outcome classes as writes.md's column heads."""
 
 
 @dataclass(frozen=True)
@@ -241,7 +248,6 @@ def load_eval_dir(out_dir: str | Path) -> tuple[Any, list[EpisodeRecord], dict[s
 def analyse_eval_dir(out_dir: str | Path) -> dict[str, Any]:
     """The write report of an evaluation directory, also written there as writes.json and writes.md."""
     from agentgrpo.envs.registry import write_tools
-    from agentgrpo.eval.writes_markdown import writes_markdown
 
     config, records, tasks = load_eval_dir(out_dir)
     tools = write_tools(config.env)
@@ -252,3 +258,57 @@ def analyse_eval_dir(out_dir: str | Path) -> dict[str, Any]:
     (out / WRITES_JSON).write_text(json.dumps(report, indent=2))
     (out / WRITES_MD).write_text(writes_markdown(report))
     return report
+
+
+# ---- writes.md ------------------------------------------------------------------------------
+def writes_markdown(report: Mapping[str, Any]) -> str:
+    failed = report["failed_writes"]
+    lines = [f"# Write calls: `{report.get('policy', '')}`", "",
+             f"{report['episodes']} finished episodes ({report['aborted']} aborted, left out); "
+             f"{failed['write_episodes']} on tasks whose gold actions change the database, "
+             f"{failed['failed']} of them failed.", "",
+             "## Per write tool", "",
+             "| tool | attempted | executed | gold | top errors (count) |", "|---|---|---|---|---|"]
+    for name, row in report["tools"].items():
+        errors = "; ".join(f"{kind} ({n})" for kind, n in list(row["errors"].items())[:ERRORS_SHOWN]) or "-"
+        lines.append(f"| {name} | {row['attempted']} | {row['executed']} | {row['gold']} | {_cell(errors)} |")
+    lines += ["", "## Failed write episodes by outcome", "",
+              "Outcome classes, the first that applies: "
+              + "; ".join(f"**{SHORT_NAMES[k]}**: {text}" for k, text in OUTCOMES.items()) + ".", ""]
+    lines += _outcome_table(failed)
+    lines += ["", f"Right-database episodes cut off by the turn limit: {failed['right_db_cut_off']}. "
+              f"Median turn (assistant message, from 1) of the first write call: "
+              f"{_number(failed['median_turn_first_write'])}; of the first rejected one: "
+              f"{_number(failed['median_turn_first_rejected'])}.", ""]
+    lines += _unneeded_table(report["unneeded_writes"])
+    return "\n".join(lines) + "\n"
+
+
+def _outcome_table(failed: Mapping[str, Any]) -> list[str]:
+    header = "| family | " + " | ".join(SHORT_NAMES[k] for k in OUTCOMES) + " | failed |"
+    lines = [header, "|---|" + "---|" * (len(OUTCOMES) + 1)]
+    for family, counts in failed["by_family"].items():
+        lines.append(f"| {family} | " + " | ".join(str(counts[k]) for k in OUTCOMES)
+                     + f" | {sum(counts.values())} |")
+    lines.append("| **all** | " + " | ".join(str(failed["outcomes"][k]) for k in OUTCOMES)
+                 + f" | {failed['failed']} |")
+    return lines
+
+
+def _unneeded_table(unneeded: Mapping[str, Any]) -> list[str]:
+    lines = ["## Writes executed on tasks that need none", ""]
+    if not unneeded:
+        return [*lines, "No evaluated task lacks a write."]
+    lines += ["| family | episodes | with an executed write | executed calls |", "|---|---|---|---|"]
+    for family, row in unneeded.items():
+        calls = ", ".join(f"{name} {n}" for name, n in sorted(row["executed"].items())) or "-"
+        lines.append(f"| {family} | {row['episodes']} | {row['with_write']} | {calls} |")
+    return lines
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
