@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentgrpo.config import DataError, MissingFileError
+from agentgrpo.config import DataError
 from agentgrpo.envs.types import CUT_OFF, ERROR_PREFIX, Action, Step
 from agentgrpo.rewards.messages import parse_messages
 
@@ -228,18 +228,10 @@ def _unneeded_writes(episodes: list[EpisodeWrites]) -> dict[str, Any]:
 def load_eval_dir(out_dir: str | Path) -> tuple[Any, list[EpisodeRecord], dict[str, EvalTask]]:
     """The saved config, the episode records and the evaluated tasks by id of an evaluation
     directory; a directory that holds no evaluation is a MissingFileError saying so."""
-    from omegaconf import OmegaConf
-
-    from agentgrpo.eval.runner import CONFIG_FILE, LOG_FILE, read_records
+    from agentgrpo.eval.runner import read_eval_dir
     from agentgrpo.eval.tasks import eval_tasks
-    from agentgrpo.eval.tau_bench_io import eval_config_from
 
-    out = Path(out_dir)
-    if not (out / CONFIG_FILE).is_file() or not (out / LOG_FILE).is_file():
-        raise MissingFileError(f"{out}: not an evaluation directory (it holds no {CONFIG_FILE} and {LOG_FILE}); "
-                               "pass an `agentgrpo eval` out_dir")
-    config = eval_config_from(OmegaConf.to_container(OmegaConf.load(out / CONFIG_FILE), resolve=True))
-    records = read_records(out / LOG_FILE)
+    config, records = read_eval_dir(out_dir)
     wanted = {r.task_id for r in records}
     tasks = {t.task.task_id: t for t in eval_tasks(config) if t.task.task_id in wanted}
     return config, records, tasks
