@@ -15,8 +15,9 @@ episodes are left out. The report (``writes.json``, ``writes.md``) has:
 3. writes executed on tasks that need none (e.g. a cancel in a refusal family), per family.
 
 The classes after ``wrong_tool`` replay the episode's tool calls on a fresh database of its
-world. A replay whose calls do not fail and succeed as recorded (a delexicalised transcript,
-whose calls hold slots, not ids) cannot say what the database became: ``unreplayable``.
+world. A delexicalised transcript's calls hold slots, not ids: with a scripted user the episode
+is played again through a delexicalising environment (the same user seed, so the same slots).
+An episode neither reproduces (an LLM user's) cannot say what the database became: ``unreplayable``.
 No torch; the analysis (``analyse_writes``) takes records and tasks, ``analyse_eval_dir`` the files,
 ``writes_markdown`` renders the report.
 """
@@ -36,6 +37,7 @@ from agentgrpo.envs.types import CUT_OFF, ERROR_PREFIX, Action, Step
 from agentgrpo.rewards.messages import parse_messages
 
 if TYPE_CHECKING:
+    from agentgrpo.envs.config import EnvConfig
     from agentgrpo.eval.tasks import EvalTask
     from agentgrpo.eval.types import EpisodeRecord
 
@@ -49,7 +51,7 @@ OUTCOMES: dict[str, str] = {
                      "the gold database)",
     "wrong_arguments": "only the gold actions' write tools executed, the database differs",
     "right_db": "the database is the gold one: an output missing, or the episode cut off",
-    "unreplayable": "a replay of the calls does not reproduce the recorded observations (e.g. delexicalised ids)",
+    "unreplayable": "no replay reproduces the recorded observations (e.g. ids as slots, an LLM user)",
 }
 """The outcome classes of a failed write episode, in the order they are tested."""
 ERRORS_SHOWN = 6
@@ -98,8 +100,10 @@ def error_kind(observation: str) -> str:
     return re.sub(r"[\w.:+-]*\d[\w.:+-]*", "…", text)[:160]
 
 
-def episode_writes(record: EpisodeRecord, task: EvalTask, write_tools: Collection[str]) -> EpisodeWrites:
-    """The write calls of ``record`` (an episode of ``task``) and, if it failed a write task, its outcome."""
+def episode_writes(record: EpisodeRecord, task: EvalTask, write_tools: Collection[str],
+                   env: EnvConfig | None = None) -> EpisodeWrites:
+    """The write calls of ``record`` (an episode of ``task``) and, if it failed a write task, its
+    outcome; ``env`` (the evaluation's) lets a delexicalised episode be played again (``_database``)."""
     conversation = parse_messages(record.messages)
     calls = [WriteCall(s.name, turn + 1, bool(s.error), s.observation)
              for s, turn in zip(conversation.steps, conversation.turn_of_step)
@@ -108,11 +112,12 @@ def episode_writes(record: EpisodeRecord, task: EvalTask, write_tools: Collectio
     result = EpisodeWrites(record.task_id, record.trial, record.family, facts.write, record.reward, calls,
                            cut_off=record.termination in CUT_OFF)
     if facts.write and record.reward < 1.0:
-        result.outcome = _outcome(result, conversation.steps, task, write_tools)
+        result.outcome = _outcome(result, record, conversation.steps, task, write_tools, env)
     return result
 
 
-def _outcome(episode: EpisodeWrites, steps: Sequence[Step], task: EvalTask, write_tools: Collection[str]) -> str:
+def _outcome(episode: EpisodeWrites, record: EpisodeRecord, steps: Sequence[Step], task: EvalTask,
+             write_tools: Collection[str], env: EnvConfig | None) -> str:
     if not episode.calls:
         return "no_write_call"
     executed = episode.executed
@@ -122,7 +127,7 @@ def _outcome(episode: EpisodeWrites, steps: Sequence[Step], task: EvalTask, writ
     if any(c.name not in {a.name for a in gold_writes} for c in executed):
         return "wrong_tool"
     domain = task.bundle.domain
-    state = _replay(domain, steps)
+    state = _database(record, steps, task, env)
     if state is None:
         return "unreplayable"
     if domain.grade(state, task.task, []).db_match:
@@ -139,6 +144,40 @@ def _outcome(episode: EpisodeWrites, steps: Sequence[Step], task: EvalTask, writ
     if never_executed and domain.grade(state, task.task, []).db_match:
         return "missing_write"
     return "wrong_arguments"
+
+
+def _database(record: EpisodeRecord, steps: Sequence[Step], task: EvalTask, env: EnvConfig | None) -> Any | None:
+    """The database the episode left: its calls replayed on a fresh one, or, when they do not
+    replay as recorded (ids as slots) and ``env``'s user is scripted, the episode played again
+    through a delexicalising environment with the user's seed; None when neither reproduces it."""
+    state = _replay(task.bundle.domain, steps)
+    if state is None and env is not None and env.user.kind == "scripted" and record.user_seed is not None:
+        state = _replay_delexicalised(record.user_seed, steps, task, env)
+    return state
+
+
+def _replay_delexicalised(user_seed: int, steps: Sequence[Step], task: EvalTask, env: EnvConfig) -> Any | None:
+    """The episode's turns played again through ``make_env(..., delexicalise=True)``: the scripted
+    user answers as it did, slots map to the same ids; None when a tool's observation differs."""
+    from agentgrpo.config import ConfigError
+    from agentgrpo.envs.registry import make_env
+
+    try:
+        episode = make_env(task.bundle, task.task, env, user_seed, max_steps=len(steps) + 1, delexicalise=True)
+    except ConfigError:  # the domain declares no id kinds: nothing was delexicalised
+        return None
+    episode.reset()
+    for step in steps:
+        if step.kind == "invalid":  # a malformed turn never reached the environment
+            continue
+        if episode.done:
+            return None
+        action = Action.respond(str(step.arguments.get("content", ""))) if step.kind == "respond" \
+            else Action(step.name, dict(step.arguments))
+        observation = episode.step(action).observation
+        if step.kind == "tool" and observation != step.observation:
+            return None
+    return episode.state
 
 
 def _replay(domain: Any, steps: Sequence[Step]) -> Any | None:
@@ -163,9 +202,10 @@ def _median(values: list[int]) -> float | None:
 
 
 def analyse_writes(records: Sequence[EpisodeRecord], tasks: Mapping[str, EvalTask],
-                   write_tools: Collection[str]) -> dict[str, Any]:
+                   write_tools: Collection[str], env: EnvConfig | None = None) -> dict[str, Any]:
     """The report (see the module docstring) of ``records`` (aborted ones skipped), whose tasks
-    ``tasks`` maps by id; a record of a task not there is a DataError."""
+    ``tasks`` maps by id; a record of a task not there is a DataError. ``env``: the evaluation's
+    environment settings (without them a delexicalised episode is ``unreplayable``)."""
     missing = sorted({r.task_id for r in records if r.task_id not in tasks})
     if missing:
         raise DataError(f"transcripts hold task(s) {missing[:3]} that the saved config does not evaluate")
@@ -173,7 +213,7 @@ def analyse_writes(records: Sequence[EpisodeRecord], tasks: Mapping[str, EvalTas
     if finished and not any(r.messages for r in finished):
         raise DataError("the transcripts hold no messages (the evaluation ran with save_transcripts=false); "
                         "evaluate again with save_transcripts=true")
-    episodes = [episode_writes(r, tasks[r.task_id], write_tools) for r in finished]
+    episodes = [episode_writes(r, tasks[r.task_id], write_tools, env) for r in finished]
     gold = Counter[str]()
     for record in finished:
         gold.update(gold_write_calls(tasks[record.task_id].task.actions, write_tools))
@@ -245,7 +285,8 @@ def analyse_eval_dir(out_dir: str | Path) -> dict[str, Any]:
     tools = write_tools(config.env)
     if tools is None:
         raise DataError(f"{config.env.domain!r} declares no write_tools: nothing says which of its calls write")
-    report = {"eval_dir": str(out_dir), "policy": config.policy.init, **analyse_writes(records, tasks, tools)}
+    analysis = analyse_writes(records, tasks, tools, config.env)
+    report = {"eval_dir": str(out_dir), "policy": config.policy.init, **analysis}
     out = Path(out_dir)
     (out / WRITES_JSON).write_text(json.dumps(report, indent=2))
     (out / WRITES_MD).write_text(writes_markdown(report))
