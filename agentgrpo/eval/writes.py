@@ -85,6 +85,8 @@ class EpisodeWrites:
     outcome: str | None = None
     """An ``OUTCOMES`` key for a failed write episode; None otherwise."""
     cut_off: bool = False
+    gold_tools: tuple[str, ...] = ()
+    """The write tools of the task's gold actions, sorted, once each."""
 
     @property
     def executed(self) -> list[WriteCall]:
@@ -110,7 +112,8 @@ def episode_writes(record: EpisodeRecord, task: EvalTask, write_tools: Collectio
              if s.kind == "tool" and s.name in write_tools]
     facts = task.facts
     result = EpisodeWrites(record.task_id, record.trial, record.family, facts.write, record.reward, calls,
-                           cut_off=record.termination in CUT_OFF)
+                           cut_off=record.termination in CUT_OFF,
+                           gold_tools=tuple(sorted({a.name for a in task.task.actions if a.name in write_tools})))
     if facts.write and record.reward < 1.0:
         result.outcome = _outcome(result, record, conversation.steps, task, write_tools, env)
     return result
@@ -244,11 +247,22 @@ def _failed_writes(episodes: list[EpisodeWrites]) -> dict[str, Any]:
     return {"write_episodes": sum(e.needs_write for e in episodes), "failed": len(failed),
             "outcomes": {k: sum(e.outcome == k for e in failed) for k in OUTCOMES},
             "right_db_cut_off": sum(e.outcome == "right_db" and e.cut_off for e in failed),
+            "wrong_tool_instead": _wrong_tools(failed),
             "by_family": dict(sorted(by_family.items())),
             "median_turn_first_write": _median(first_write), "median_turn_first_rejected": _median(first_rejected),
             "episodes": [{"task_id": e.task_id, "trial": e.trial, "family": e.family, "outcome": e.outcome,
                           "calls": [[c.name, c.turn, "rejected" if c.error else "executed"] for c in e.calls]}
                          for e in failed]}
+
+
+def _wrong_tools(failed: list[EpisodeWrites]) -> dict[str, int]:
+    """``"<executed tool> for <gold tools>"`` -> episodes, over the ``wrong_tool`` episodes."""
+    pairs: Counter[str] = Counter()
+    for e in failed:
+        if e.outcome == "wrong_tool":
+            wrong = sorted({c.name for c in e.executed} - set(e.gold_tools))
+            pairs.update(f"{name} for {'+'.join(e.gold_tools)}" for name in wrong)
+    return dict(pairs.most_common())
 
 
 def _unneeded_writes(episodes: list[EpisodeWrites]) -> dict[str, Any]:
@@ -309,7 +323,9 @@ def writes_markdown(report: Mapping[str, Any]) -> str:
               "Outcome classes, the first that applies: "
               + "; ".join(f"**{SHORT_NAMES[k]}**: {text}" for k, text in OUTCOMES.items()) + ".", ""]
     lines += _outcome_table(failed)
-    lines += ["", f"Right-database episodes cut off by the turn limit: {failed['right_db_cut_off']}. "
+    instead = "; ".join(f"{pair} ({n})" for pair, n in failed["wrong_tool_instead"].items()) or "-"
+    lines += ["", f"Wrong tools executed, for the gold tools: {instead}.",
+              "", f"Right-database episodes cut off by the turn limit: {failed['right_db_cut_off']}. "
               f"Median turn (assistant message, from 1) of the first write call: "
               f"{_number(failed['median_turn_first_write'])}; of the first rejected one: "
               f"{_number(failed['median_turn_first_rejected'])}.", ""]

@@ -109,6 +109,7 @@ def test_scripted_failures_land_in_their_outcome_class(oracle_dir, tmp_path):
     assert failed["outcomes"] == dict.fromkeys(OUTCOMES, 1) and failed["failed"] == 7
     for outcome, family in expected.items():
         assert failed["by_family"][family][outcome] == 1, (outcome, family)
+    assert failed["wrong_tool_instead"] == {"cancel_reservation for book_reservation": 1}
     assert failed["right_db_cut_off"] == 1  # the delexicalised episode, played again with its user's seed
     _, saved, by_id = load_eval_dir(out)
     without_env = analyse_writes(saved, by_id, write_tools(ENV))["failed_writes"]["outcomes"]  # no replay with slots
