@@ -196,10 +196,6 @@ def _replay(domain: Any, steps: Sequence[Step]) -> Any | None:
     return state
 
 
-def gold_write_calls(actions: Sequence[Action], write_tools: Collection[str]) -> Counter[str]:
-    return Counter(a.name for a in actions if a.name in write_tools)
-
-
 def _median(values: list[int]) -> float | None:
     return float(statistics.median(values)) if values else None
 
@@ -219,7 +215,7 @@ def analyse_writes(records: Sequence[EpisodeRecord], tasks: Mapping[str, EvalTas
     episodes = [episode_writes(r, tasks[r.task_id], write_tools, env) for r in finished]
     gold = Counter[str]()
     for record in finished:
-        gold.update(gold_write_calls(tasks[record.task_id].task.actions, write_tools))
+        gold.update(a.name for a in tasks[record.task_id].task.actions if a.name in write_tools)
     return {"episodes": len(episodes), "aborted": len(records) - len(finished),
             "write_tools": sorted(write_tools),
             "tools": _per_tool(episodes, gold, write_tools),
