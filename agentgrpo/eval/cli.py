@@ -2,7 +2,8 @@
 
 With ``env.source=tau_bench`` the τ-bench layer (``configs/eval_tau_bench.yaml``: 30
 turns, an LLM user sampled as τ-bench samples it) goes over ``configs/eval.yaml`` before
-the ``--config`` file and the overrides.
+the ``--config`` file and the overrides. ``--writes DIR`` evaluates nothing: it reports
+why an earlier evaluation's write tasks failed (``agentgrpo.eval.writes``).
 """
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--compare-to", metavar="DIR",
                         help="an earlier evaluation (its out_dir) of the same tasks, trials and seed: write the "
                              "paired difference (this − that) with 95%% intervals to compare.md / compare.json")
+    parser.add_argument("--writes", metavar="DIR",
+                        help="evaluate nothing: report why the write tasks of the evaluation in DIR failed (per "
+                             "write tool: attempted, executed, gold calls, errors; each failed write episode's "
+                             "outcome class; writes on tasks that need none) into DIR/writes.md and writes.json")
     parser.add_argument("--config", help="a YAML file merged over configs/eval.yaml")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
@@ -71,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     from agentgrpo.eval.preflight import preflight_eval
     from agentgrpo.eval.provenance import check_out_dir
 
+    if args.writes:
+        return _writes_report(args.writes)
     overrides = list(args.overrides)
     for flag, key in ((args.policy, "policy"), (args.trials, "trials"), (args.out, "out_dir")):
         if flag is not None:
@@ -98,6 +105,16 @@ def run(args: argparse.Namespace) -> int:
         (Path(config.out_dir) / "compare.json").write_text(json.dumps(diff.to_dict(), indent=2))
         (Path(config.out_dir) / "compare.md").write_text(diff.to_markdown())
         print(diff.to_markdown())
+    return 0
+
+
+def _writes_report(eval_dir: str) -> int:
+    """``--writes DIR``: the write report of an earlier evaluation, printed and written beside it."""
+    from agentgrpo.eval.writes import WRITES_JSON, WRITES_MD, analyse_eval_dir, writes_markdown
+
+    report = analyse_eval_dir(eval_dir)
+    print(writes_markdown(report))
+    print(f"written to {eval_dir}/ ({WRITES_MD}, {WRITES_JSON})")
     return 0
 
 

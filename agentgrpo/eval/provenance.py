@@ -21,8 +21,8 @@ from agentgrpo.eval.config import EvalConfig
 PACKAGES = ("agentgrpo", "torch", "transformers", "numpy")
 """Libraries whose versions are recorded (None where one is not installed)."""
 OUTPUT_FILES = ("eval.json", "eval.md", "transcripts.jsonl", "eval_config.yaml", "compare.json", "compare.md",
-                "tau_bench_results.json")
-"""Files an evaluation writes into its out_dir."""
+                "tau_bench_results.json", "writes.json", "writes.md")
+"""Files an evaluation (or ``eval --writes`` after it) writes into its out_dir."""
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 

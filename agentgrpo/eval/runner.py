@@ -4,7 +4,8 @@
 * ``EpisodeLog``: ``transcripts.jsonl`` in ``out_dir``, one line per episode, appended and
   flushed the moment the episode ends; ``--resume`` reads it back and keeps the finished
   episodes (aborted ones are played again). The run's config is kept beside it
-  (``eval_config.yaml``) and a resume with different settings is refused.
+  (``eval_config.yaml``) and a resume with different settings is refused; ``read_eval_dir``
+  reads both back (the reports made after an evaluation).
 * ``run_jobs``: the oracle and endpoint policies play ``concurrency`` episodes at once on
   threads; a checkpoint plays them all in one rollout-engine run on ``max_batch`` rows. A
   progress bar shows finished and aborted episodes and the time left.
@@ -27,7 +28,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from agentgrpo.config import ConfigError, EndpointError, to_dict, to_yaml
+from agentgrpo.config import ConfigError, EndpointError, MissingFileError, from_dict, to_dict, to_yaml
 from agentgrpo.envs.episode import run_episode
 from agentgrpo.envs.registry import EnvBundle, domain_oracle, make_env
 from agentgrpo.envs.types import ABORTED, Task
@@ -131,6 +132,17 @@ def read_records(path: Path) -> list[EpisodeRecord]:
         except (ValueError, TypeError):
             continue
     return records
+
+
+def read_eval_dir(out_dir: str | Path) -> tuple[EvalConfig, list[EpisodeRecord]]:
+    """A finished (or interrupted) evaluation's saved config and records; a directory that holds
+    no evaluation is a MissingFileError saying so."""
+    out = Path(out_dir)
+    if not (out / CONFIG_FILE).is_file() or not (out / LOG_FILE).is_file():
+        raise MissingFileError(f"{out}: not an evaluation directory (it holds no {CONFIG_FILE} and {LOG_FILE}); "
+                               "pass an `agentgrpo eval` out_dir")
+    config = from_dict(EvalConfig, OmegaConf.to_container(OmegaConf.load(out / CONFIG_FILE), resolve=True))
+    return config, read_records(out / LOG_FILE)
 
 
 def _check_resume_config(path: Path, config: dict[str, Any]) -> None:

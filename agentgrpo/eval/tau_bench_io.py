@@ -28,8 +28,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import OmegaConf
-
 from agentgrpo.config import DataError, MissingFileError, from_dict, to_dict
 from agentgrpo.envs.types import CUT_OFF, USER_STOP, GradeResult, Task
 
@@ -201,15 +199,11 @@ def _arguments(raw: Any) -> dict[str, Any] | None:
 def export_eval_dir(out_dir: str | Path, path: str | Path | None = None) -> tuple[Path, int]:
     """Write ``out_dir``'s transcripts as a τ-bench results file (default
     ``out_dir/tau_bench_results.json``); returns the path and the number of records."""
-    from agentgrpo.eval.runner import CONFIG_FILE, LOG_FILE, read_records
+    from agentgrpo.eval.runner import read_eval_dir
     from agentgrpo.eval.tasks import eval_tasks
 
     out = Path(out_dir)
-    if not (out / CONFIG_FILE).is_file() or not (out / LOG_FILE).is_file():
-        raise MissingFileError(f"{out}: no evaluation here (it holds no {CONFIG_FILE} and {LOG_FILE}); pass an "
-                               "`agentgrpo eval` out_dir")
-    config = eval_config_from(OmegaConf.to_container(OmegaConf.load(out / CONFIG_FILE), resolve=True))
-    records = read_records(out / LOG_FILE)
+    config, records = read_eval_dir(out)
     tasks = eval_tasks(config)
     results = tau_bench_results(records, tasks, config)
     target = Path(path) if path else out / RESULTS_FILE

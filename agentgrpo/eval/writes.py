@@ -1,0 +1,359 @@
+"""Why write tasks fail: an evaluation's write calls, their errors, and each failure's outcome class.
+
+``agentgrpo eval --writes DIR`` reads an evaluation directory (``eval_config.yaml``,
+``transcripts.jsonl``), rebuilds its tasks from the saved config and reads each episode's
+steps back from its messages (``agentgrpo.rewards.messages.parse_messages``). Which tools
+write is the domain's ``write_tools`` (``agentgrpo.envs.registry.write_tools``). Aborted
+episodes are left out. The report (``writes.json``, ``writes.md``) has:
+
+1. per write tool: calls attempted, calls executed (observation not an error), calls in the
+   gold actions of the evaluated episodes (what the oracle executes), and the errors grouped
+   by kind (ids, numbers and the value after "got" blanked, so one kind is one message);
+2. per failed write episode (the task's gold actions change the database, reward 0) one
+   outcome class (``OUTCOMES``, first that applies), counted per family, with the median
+   turn (assistant message, from 1) of the first write call and of the first rejected one;
+3. writes executed on tasks that need none (e.g. a cancel in a refusal family), per family.
+
+The classes after ``wrong_tool`` replay the episode's tool calls on a fresh database of its
+world. A delexicalised transcript's calls hold slots, not ids: with a scripted user the episode
+is played again through a delexicalising environment (the same user seed, so the same slots).
+An episode neither reproduces (an LLM user's) cannot say what the database became: ``unreplayable``.
+No torch; the analysis (``analyse_writes``) takes records and tasks, ``analyse_eval_dir`` the files,
+``writes_markdown`` renders the report.
+"""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentgrpo.config import DataError
+from agentgrpo.envs.types import CUT_OFF, ERROR_PREFIX, Action, Step
+from agentgrpo.rewards.messages import parse_messages
+
+if TYPE_CHECKING:
+    from agentgrpo.envs.config import EnvConfig
+    from agentgrpo.eval.tasks import EvalTask
+    from agentgrpo.eval.types import EpisodeRecord
+
+WRITES_JSON = "writes.json"
+WRITES_MD = "writes.md"
+OUTCOMES: dict[str, str] = {
+    "no_write_call": "no call to a write tool",
+    "all_rejected": "every write call rejected (an error observation)",
+    "wrong_tool": "a write executed with a tool the gold actions do not use",
+    "missing_write": "the executed writes are right but incomplete (the gold writes never executed complete "
+                     "the gold database)",
+    "wrong_arguments": "only the gold actions' write tools executed, the database differs",
+    "right_db": "the database is the gold one: an output missing, or the episode cut off",
+    "unreplayable": "no replay reproduces the recorded observations (e.g. ids as slots, an LLM user)",
+}
+"""The outcome classes of a failed write episode, in the order they are tested."""
+ERRORS_SHOWN = 6
+"""Error kinds listed per tool (the most frequent); writes.json has them all."""
+SHORT_NAMES = {"no_write_call": "no write", "all_rejected": "all rejected", "wrong_tool": "wrong tool",
+               "missing_write": "missing write", "wrong_arguments": "wrong args", "right_db": "right db",
+               "unreplayable": "unreplayable"}
+"""The outcome classes as writes.md's column heads."""
+
+
+@dataclass(frozen=True)
+class WriteCall:
+    """One call to a write tool in an episode: its tool, assistant turn (from 1) and outcome."""
+
+    name: str
+    turn: int
+    error: bool
+    observation: str
+
+
+@dataclass
+class EpisodeWrites:
+    """One episode's write calls and, for a failed write episode, its outcome class."""
+
+    task_id: str
+    trial: int
+    family: str
+    needs_write: bool
+    reward: float
+    calls: list[WriteCall] = field(default_factory=list)
+    outcome: str | None = None
+    """An ``OUTCOMES`` key for a failed write episode; None otherwise."""
+    cut_off: bool = False
+    gold_tools: tuple[str, ...] = ()
+    """The write tools of the task's gold actions, sorted, once each."""
+
+    @property
+    def executed(self) -> list[WriteCall]:
+        return [c for c in self.calls if not c.error]
+
+
+def error_kind(observation: str) -> str:
+    """An error observation as its kind: the ``Error:`` prefix off, the value after "got" and
+    every token holding a digit (ids, amounts, dates) blanked, list indices as ``[i]``."""
+    text = observation[len(ERROR_PREFIX):] if observation.startswith(ERROR_PREFIX) else observation
+    text = re.sub(r"[,;] got .*$", "", text.strip(), flags=re.S)
+    text = re.sub(r"\[\d+\]", "[i]", text)
+    return re.sub(r"[\w.:+-]*\d[\w.:+-]*", "…", text)[:160]
+
+
+def episode_writes(record: EpisodeRecord, task: EvalTask, write_tools: Collection[str],
+                   env: EnvConfig | None = None) -> EpisodeWrites:
+    """The write calls of ``record`` (an episode of ``task``) and, if it failed a write task, its
+    outcome; ``env`` (the evaluation's) lets a delexicalised episode be played again (``_database``)."""
+    conversation = parse_messages(record.messages)
+    calls = [WriteCall(s.name, turn + 1, bool(s.error), s.observation)
+             for s, turn in zip(conversation.steps, conversation.turn_of_step)
+             if s.kind == "tool" and s.name in write_tools]
+    facts = task.facts
+    result = EpisodeWrites(record.task_id, record.trial, record.family, facts.write, record.reward, calls,
+                           cut_off=record.termination in CUT_OFF,
+                           gold_tools=tuple(sorted({a.name for a in task.task.actions if a.name in write_tools})))
+    if facts.write and record.reward < 1.0:
+        result.outcome = _outcome(result, record, conversation.steps, task, write_tools, env)
+    return result
+
+
+def _outcome(episode: EpisodeWrites, record: EpisodeRecord, steps: Sequence[Step], task: EvalTask,
+             write_tools: Collection[str], env: EnvConfig | None) -> str:
+    if not episode.calls:
+        return "no_write_call"
+    executed = episode.executed
+    if not executed:
+        return "all_rejected"
+    gold_writes = [a for a in task.task.actions if a.name in write_tools]
+    if any(c.name not in {a.name for a in gold_writes} for c in executed):
+        return "wrong_tool"
+    domain = task.bundle.domain
+    state = _database(record, steps, task, env)
+    if state is None:
+        return "unreplayable"
+    if domain.grade(state, task.task, []).db_match:
+        return "right_db"
+    done = Counter(c.name for c in executed)
+    never_executed = []
+    for action in gold_writes:  # the gold writes beyond the executed count of their tool
+        if done[action.name] > 0:
+            done[action.name] -= 1
+        else:
+            never_executed.append(action)
+    for action in never_executed:
+        domain.execute(state, action.name, dict(action.kwargs))
+    if never_executed and domain.grade(state, task.task, []).db_match:
+        return "missing_write"
+    return "wrong_arguments"
+
+
+def _database(record: EpisodeRecord, steps: Sequence[Step], task: EvalTask, env: EnvConfig | None) -> Any | None:
+    """The database the episode left: its calls replayed on a fresh one, or, when they do not
+    replay as recorded (ids as slots) and ``env``'s user is scripted, the episode played again
+    through a delexicalising environment with the user's seed; None when neither reproduces it."""
+    state = _replay(task.bundle.domain, steps)
+    if state is None and env is not None and env.user.kind == "scripted" and record.user_seed is not None:
+        state = _replay_delexicalised(record.user_seed, steps, task, env)
+    return state
+
+
+def _replay_delexicalised(user_seed: int, steps: Sequence[Step], task: EvalTask, env: EnvConfig) -> Any | None:
+    """The episode's turns played again through ``make_env(..., delexicalise=True)``: the scripted
+    user answers as it did, slots map to the same ids; None when a tool's observation differs."""
+    from agentgrpo.config import ConfigError
+    from agentgrpo.envs.registry import make_env
+
+    try:
+        episode = make_env(task.bundle, task.task, env, user_seed, max_steps=len(steps) + 1, delexicalise=True)
+    except ConfigError:  # the domain declares no id kinds: nothing was delexicalised
+        return None
+    episode.reset()
+    for step in steps:
+        if step.kind == "invalid":  # a malformed turn never reached the environment
+            continue
+        if episode.done:
+            return None
+        action = Action.respond(str(step.arguments.get("content", ""))) if step.kind == "respond" \
+            else Action(step.name, dict(step.arguments))
+        observation = episode.step(action).observation
+        if step.kind == "tool" and observation != step.observation:
+            return None
+    return episode.state
+
+
+def _replay(domain: Any, steps: Sequence[Step]) -> Any | None:
+    """A fresh database after the episode's tool calls, or None when a call fails or succeeds
+    otherwise than recorded (the transcript does not hold the calls that ran)."""
+    state = domain.new_state()
+    for step in steps:
+        if step.kind != "tool":
+            continue
+        observation = domain.execute(state, step.name, dict(step.arguments))
+        if domain.is_error(observation) != bool(step.error):
+            return None
+    return state
+
+
+def _median(values: list[int]) -> float | None:
+    return float(statistics.median(values)) if values else None
+
+
+def analyse_writes(records: Sequence[EpisodeRecord], tasks: Mapping[str, EvalTask],
+                   write_tools: Collection[str], env: EnvConfig | None = None) -> dict[str, Any]:
+    """The report (see the module docstring) of ``records`` (aborted ones skipped), whose tasks
+    ``tasks`` maps by id; a record of a task not there is a DataError. ``env``: the evaluation's
+    environment settings (without them a delexicalised episode is ``unreplayable``)."""
+    missing = sorted({r.task_id for r in records if r.task_id not in tasks})
+    if missing:
+        raise DataError(f"transcripts hold task(s) {missing[:3]} that the saved config does not evaluate")
+    finished = [r for r in records if not r.aborted]
+    if finished and not any(r.messages for r in finished):
+        raise DataError("the transcripts hold no messages (the evaluation ran with save_transcripts=false); "
+                        "evaluate again with save_transcripts=true")
+    episodes = [episode_writes(r, tasks[r.task_id], write_tools, env) for r in finished]
+    gold = Counter[str]()
+    for record in finished:
+        gold.update(a.name for a in tasks[record.task_id].task.actions if a.name in write_tools)
+    return {"episodes": len(episodes), "aborted": len(records) - len(finished),
+            "write_tools": sorted(write_tools),
+            "tools": _per_tool(episodes, gold, write_tools),
+            "failed_writes": _failed_writes(episodes),
+            "unneeded_writes": _unneeded_writes(episodes)}
+
+
+def _per_tool(episodes: list[EpisodeWrites], gold: Counter[str], write_tools: Collection[str]) -> dict[str, Any]:
+    tools: dict[str, Any] = {}
+    for name in sorted(write_tools):
+        calls = [c for e in episodes for c in e.calls if c.name == name]
+        errors = Counter(error_kind(c.observation) for c in calls if c.error)
+        tools[name] = {"attempted": len(calls), "executed": sum(not c.error for c in calls),
+                       "gold": gold[name], "errors": dict(errors.most_common())}
+    return tools
+
+
+def _failed_writes(episodes: list[EpisodeWrites]) -> dict[str, Any]:
+    failed = [e for e in episodes if e.outcome is not None]
+    by_family: dict[str, dict[str, int]] = {}
+    for e in failed:
+        by_family.setdefault(e.family, dict.fromkeys(OUTCOMES, 0))[e.outcome] += 1  # type: ignore[index]
+    first_write = [e.calls[0].turn for e in failed if e.calls]
+    first_rejected = [next(c.turn for c in e.calls if c.error) for e in failed if any(c.error for c in e.calls)]
+    return {"write_episodes": sum(e.needs_write for e in episodes), "failed": len(failed),
+            "outcomes": {k: sum(e.outcome == k for e in failed) for k in OUTCOMES},
+            "right_db_cut_off": sum(e.outcome == "right_db" and e.cut_off for e in failed),
+            "wrong_tool_instead": _wrong_tools(failed),
+            "by_family": dict(sorted(by_family.items())),
+            "median_turn_first_write": _median(first_write), "median_turn_first_rejected": _median(first_rejected),
+            "episodes": [{"task_id": e.task_id, "trial": e.trial, "family": e.family, "outcome": e.outcome,
+                          "calls": [[c.name, c.turn, "rejected" if c.error else "executed"] for c in e.calls]}
+                         for e in failed]}
+
+
+def _wrong_tools(failed: list[EpisodeWrites]) -> dict[str, int]:
+    """``"<executed tool> for <gold tools>"`` -> episodes, over the ``wrong_tool`` episodes."""
+    pairs: Counter[str] = Counter()
+    for e in failed:
+        if e.outcome == "wrong_tool":
+            wrong = sorted({c.name for c in e.executed} - set(e.gold_tools))
+            pairs.update(f"{name} for {'+'.join(e.gold_tools)}" for name in wrong)
+    return dict(pairs.most_common())
+
+
+def _unneeded_writes(episodes: list[EpisodeWrites]) -> dict[str, Any]:
+    by_family: dict[str, dict[str, Any]] = {}
+    for e in episodes:
+        if e.needs_write:
+            continue
+        row = by_family.setdefault(e.family, {"episodes": 0, "with_write": 0, "executed": {}})
+        row["episodes"] += 1
+        row["with_write"] += bool(e.executed)
+        for call in e.executed:
+            row["executed"][call.name] = row["executed"].get(call.name, 0) + 1
+    return dict(sorted(by_family.items()))
+
+
+# ---- the evaluation directory ---------------------------------------------------------------
+def load_eval_dir(out_dir: str | Path) -> tuple[Any, list[EpisodeRecord], dict[str, EvalTask]]:
+    """The saved config, the episode records and the evaluated tasks by id of an evaluation
+    directory; a directory that holds no evaluation is a MissingFileError saying so."""
+    from agentgrpo.eval.runner import read_eval_dir
+    from agentgrpo.eval.tasks import eval_tasks
+
+    config, records = read_eval_dir(out_dir)
+    wanted = {r.task_id for r in records}
+    tasks = {t.task.task_id: t for t in eval_tasks(config) if t.task.task_id in wanted}
+    return config, records, tasks
+
+
+def analyse_eval_dir(out_dir: str | Path) -> dict[str, Any]:
+    """The write report of an evaluation directory, also written there as writes.json and writes.md."""
+    from agentgrpo.envs.registry import write_tools
+
+    config, records, tasks = load_eval_dir(out_dir)
+    tools = write_tools(config.env)
+    if tools is None:
+        raise DataError(f"{config.env.domain!r} declares no write_tools: nothing says which of its calls write")
+    analysis = analyse_writes(records, tasks, tools, config.env)
+    report = {"eval_dir": str(out_dir), "policy": config.policy.init, **analysis}
+    out = Path(out_dir)
+    (out / WRITES_JSON).write_text(json.dumps(report, indent=2))
+    (out / WRITES_MD).write_text(writes_markdown(report))
+    return report
+
+
+# ---- writes.md ------------------------------------------------------------------------------
+def writes_markdown(report: Mapping[str, Any]) -> str:
+    failed = report["failed_writes"]
+    lines = [f"# Write calls: `{report.get('policy', '')}`", "",
+             f"{report['episodes']} finished episodes ({report['aborted']} aborted, left out); "
+             f"{failed['write_episodes']} on tasks whose gold actions change the database, "
+             f"{failed['failed']} of them failed.", "",
+             "## Per write tool", "",
+             "| tool | attempted | executed | gold | top errors (count) |", "|---|---|---|---|---|"]
+    for name, row in report["tools"].items():
+        errors = "; ".join(f"{kind} ({n})" for kind, n in list(row["errors"].items())[:ERRORS_SHOWN]) or "-"
+        lines.append(f"| {name} | {row['attempted']} | {row['executed']} | {row['gold']} | {_cell(errors)} |")
+    lines += ["", "## Failed write episodes by outcome", "",
+              "Outcome classes, the first that applies: "
+              + "; ".join(f"**{SHORT_NAMES[k]}**: {text}" for k, text in OUTCOMES.items()) + ".", ""]
+    lines += _outcome_table(failed)
+    instead = "; ".join(f"{pair} ({n})" for pair, n in failed["wrong_tool_instead"].items()) or "-"
+    lines += ["", f"Wrong tools executed, for the gold tools: {instead}.",
+              "", f"Right-database episodes cut off by the turn limit: {failed['right_db_cut_off']}. "
+              f"Median turn (assistant message, from 1) of the first write call: "
+              f"{_number(failed['median_turn_first_write'])}; of the first rejected one: "
+              f"{_number(failed['median_turn_first_rejected'])}.", ""]
+    lines += _unneeded_table(report["unneeded_writes"])
+    return "\n".join(lines) + "\n"
+
+
+def _outcome_table(failed: Mapping[str, Any]) -> list[str]:
+    header = "| family | " + " | ".join(SHORT_NAMES[k] for k in OUTCOMES) + " | failed |"
+    lines = [header, "|---|" + "---|" * (len(OUTCOMES) + 1)]
+    for family, counts in failed["by_family"].items():
+        lines.append(f"| {family} | " + " | ".join(str(counts[k]) for k in OUTCOMES)
+                     + f" | {sum(counts.values())} |")
+    lines.append("| **all** | " + " | ".join(str(failed["outcomes"][k]) for k in OUTCOMES)
+                 + f" | {failed['failed']} |")
+    return lines
+
+
+def _unneeded_table(unneeded: Mapping[str, Any]) -> list[str]:
+    lines = ["## Writes executed on tasks that need none", ""]
+    if not unneeded:
+        return [*lines, "No evaluated task lacks a write."]
+    lines += ["| family | episodes | with an executed write | executed calls |", "|---|---|---|---|"]
+    for family, row in unneeded.items():
+        calls = ", ".join(f"{name} {n}" for name, n in sorted(row["executed"].items())) or "-"
+        lines.append(f"| {family} | {row['episodes']} | {row['with_write']} | {calls} |")
+    return lines
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

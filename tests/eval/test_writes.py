@@ -1,0 +1,142 @@
+"""The write report (``eval --writes``): the oracle's evaluation, then scripted bad episodes of every outcome."""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, replace
+
+import pytest
+
+from agentgrpo.cli import main
+from agentgrpo.envs.airline.factory import EnvConfig, SplitConfig
+from agentgrpo.envs.airline.spec import AIRLINE
+from agentgrpo.envs.delex import delexicalise_messages
+from agentgrpo.envs.registry import write_tools
+from agentgrpo.eval.evaluator import EvalConfig, evaluate
+from agentgrpo.eval.runner import LOG_FILE, read_records
+from agentgrpo.eval.tasks import eval_tasks
+from agentgrpo.eval.writes import OUTCOMES, analyse_eval_dir, analyse_writes, error_kind, load_eval_dir
+
+ENV = EnvConfig(n_tasks=30, splits=SplitConfig(covered_seen=6, uncovered_seen=8, unseen=4))
+
+
+@pytest.fixture(scope="module")
+def oracle_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("oracle")
+    evaluate(EvalConfig(policy="oracle", env=ENV, trials=1, out_dir=str(out), progress=False))
+    return out
+
+
+def test_the_oracle_executes_every_gold_write_and_fails_none(oracle_dir, capsys):
+    report = analyse_eval_dir(oracle_dir)
+    assert report["episodes"] == 18 and report["aborted"] == 0
+    tools = report["tools"]
+    assert sum(row["gold"] for row in tools.values()) == 12  # the gold writes of the 11 write tasks
+    for name, row in tools.items():
+        assert row["attempted"] == row["executed"] == row["gold"], name
+        assert row["errors"] == {}
+    failed = report["failed_writes"]
+    assert failed["write_episodes"] == 11 and failed["failed"] == 0
+    assert set(failed["outcomes"].values()) == {0} and failed["median_turn_first_write"] is None
+    assert report["unneeded_writes"]["cancel_refused"] == {"episodes": 1, "with_write": 0, "executed": {}}
+    assert json.loads((oracle_dir / "writes.json").read_text())["tools"] == tools
+    assert "| cancel_reservation | 4 | 4 | 4 | - |" in (oracle_dir / "writes.md").read_text()
+
+    assert main(["eval", "--writes", str(oracle_dir)]) == 0
+    assert "written to" in capsys.readouterr().out
+
+
+def test_a_directory_that_is_not_an_evaluation_is_one_line_error(tmp_path, capsys):
+    assert main(["eval", "--writes", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "not an evaluation directory" in err and err.count("\n") == 1
+
+
+def _scripted(task, calls, recorded_arguments=None):
+    """Messages of an agent that makes ``calls`` [(tool, arguments)] in order, each answered by
+    what the task's world returns; ``recorded_arguments`` replaces what the transcript shows."""
+    domain, state = task.bundle.domain, task.bundle.domain.new_state()
+    messages = [{"role": "system", "content": "policy"}, {"role": "user", "content": "Hi."}]
+    for i, (name, arguments) in enumerate(calls):
+        observation = domain.execute(state, name, arguments)
+        shown = recorded_arguments or arguments
+        messages += [{"role": "assistant", "content": "",
+                      "tool_calls": [{"id": f"call_{i}", "type": "function",
+                                      "function": {"name": name, "arguments": json.dumps(shown)}}]},
+                     {"role": "tool", "tool_call_id": f"call_{i}", "name": name, "content": observation}]
+    return messages + [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "###STOP###"}]
+
+
+def _gold(task):
+    return [(a.name, dict(a.kwargs)) for a in task.task.actions]
+
+
+def test_scripted_failures_land_in_their_outcome_class(oracle_dir, tmp_path):
+    out = tmp_path / "bad"
+    shutil.copytree(oracle_dir, out)
+    tasks = {t.task.family: t for t in eval_tasks(EvalConfig(policy="oracle", env=ENV, out_dir=str(out)))}
+    other_reservation = tasks["cancel_insured"].task.actions[0].kwargs["reservation_id"]
+    bags = tasks["add_bags"].task.actions[0].kwargs["reservation_id"]
+    change = tasks["change_flight"].task.actions[0].kwargs["reservation_id"]
+    scripts = {  # family -> (calls, termination, arguments the transcript shows)
+        "add_bags": ([("get_reservation_details", {"reservation_id": bags})], "user_stop", None),
+        "change_flight": ([("get_reservation_details", {"reservation_id": change}),
+                           ("update_reservation_flights", {"reservation_id": change})], "user_stop", None),
+        "book_round_trip": ([("cancel_reservation", {"reservation_id": other_reservation})], "user_stop", None),
+        "compensation_delayed": (_gold(tasks["compensation_delayed"])[:1], "user_stop", None),
+        "cancel_business": ([("cancel_reservation", {"reservation_id": other_reservation})], "user_stop", None),
+        "cancel_airline_cancelled": (_gold(tasks["cancel_airline_cancelled"]), "user_stop", {"reservation_id": "<R1>"}),
+        "cancel_refused": ([("cancel_reservation", {"reservation_id": other_reservation})], "user_stop", None),
+    }
+    records = []
+    for record in read_records(out / LOG_FILE):
+        if record.family == "cancel_insured":  # a delexicalised policy's view of the oracle's episode, cut off
+            record = replace(record, reward=0.0, termination="max_turns",
+                             messages=delexicalise_messages(record.messages, AIRLINE.id_kinds))
+        elif record.family in scripts:
+            calls, termination, shown = scripts[record.family]
+            record = replace(record, reward=0.0, termination=termination,
+                             messages=_scripted(tasks[record.family], calls, shown))
+        records.append(record)
+    (out / LOG_FILE).write_text("".join(json.dumps(asdict(r)) + "\n" for r in records))
+
+    report = analyse_eval_dir(out)
+    failed = report["failed_writes"]
+    expected = {"no_write_call": "add_bags", "all_rejected": "change_flight", "wrong_tool": "book_round_trip",
+                "missing_write": "compensation_delayed", "wrong_arguments": "cancel_business",
+                "right_db": "cancel_insured", "unreplayable": "cancel_airline_cancelled"}
+    assert set(expected) == set(OUTCOMES)
+    assert failed["outcomes"] == dict.fromkeys(OUTCOMES, 1) and failed["failed"] == 7
+    for outcome, family in expected.items():
+        assert failed["by_family"][family][outcome] == 1, (outcome, family)
+    assert failed["wrong_tool_instead"] == {"cancel_reservation for book_reservation": 1}
+    assert failed["right_db_cut_off"] == 1  # the delexicalised episode, played again with its user's seed
+    _, saved, by_id = load_eval_dir(out)
+    without_env = analyse_writes(saved, by_id, write_tools(ENV))["failed_writes"]["outcomes"]  # no replay with slots
+    assert without_env["right_db"] == 0 and without_env["unreplayable"] == 2
+    assert failed["median_turn_first_rejected"] == 2.0  # the rejected flight change came after a read
+    assert failed["median_turn_first_write"] == 1.0  # five of the six episodes with a write call wrote first
+
+    tools = report["tools"]
+    assert tools["update_reservation_flights"] == {
+        "attempted": 1, "executed": 0, "gold": 1,
+        "errors": {"invalid arguments for update_reservation_flights: missing required argument 'cabin'": 1}}
+    assert tools["update_reservation_baggages"]["attempted"] == 0 and tools["update_reservation_baggages"]["gold"] == 1
+    # cancels: book_round_trip, compensation_delayed, cancel_business, cancel_insured, cancel_refused executed;
+    # the unreplayable one's recorded call executed too (its observation is no error)
+    assert tools["cancel_reservation"]["attempted"] == tools["cancel_reservation"]["executed"] == 6
+    assert tools["cancel_reservation"]["gold"] == 4
+    assert tools["send_certificate"]["executed"] == 1 and tools["send_certificate"]["gold"] == 2
+    assert report["unneeded_writes"]["cancel_refused"] == {"episodes": 1, "with_write": 1,
+                                                           "executed": {"cancel_reservation": 1}}
+    assert report["unneeded_writes"]["compensation_refused"]["with_write"] == 0
+    table = (out / "writes.md").read_text()
+    assert "| **all** | 1 | 1 | 1 | 1 | 1 | 1 | 1 | 7 |" in table
+
+
+def test_error_kinds_blank_values_and_keep_argument_names():
+    assert error_kind("Error: invalid arguments for book_reservation: argument 'passengers[0].first_name' must "
+                      "be a string, got int") == \
+        "invalid arguments for book_reservation: argument 'passengers[i].first_name' must be a string"
+    assert error_kind("Error: flight HAT001 not found on date 2024-05-15") == "flight … not found on date …"
+    assert error_kind("Error: reservation not found") == "reservation not found"
