@@ -28,7 +28,7 @@ from _common import (
 )
 
 import agentgrpo.rollout.engine as engine_module
-from agentgrpo.envs.airline.factory import EnvConfig
+from agentgrpo.envs.config import EnvConfig
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.rollout.engine import RolloutEngine
 

@@ -45,7 +45,7 @@ from _common import add_policy_arguments, bench, median, peak_rss_mb, policy_dir
 from agentgrpo import metric_names as metric
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.config import load_config
-from agentgrpo.envs.airline.factory import make_env
+from agentgrpo.envs.registry import make_env
 from agentgrpo.envs.types import Action, StepResult
 from agentgrpo.policy.hf import load_policy
 from agentgrpo.rollout.engine import EpisodeSpec

@@ -40,7 +40,8 @@ if [[ -z "${POLICY_MODEL:-}" ]]; then
   if [[ ! -f "$POLICY_MODEL/agentgrpo.json" ]]; then
     python3 - "$PRESET" "$POLICY_MODEL" <<'EOF'
 import sys
-from agentgrpo.envs.airline.factory import EnvConfig, build_env
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.registry import build_env
 from agentgrpo.policy.hf import build_policy
 from agentgrpo.policy.tokenizer import domain_corpus
 preset, out = sys.argv[1:]
