@@ -93,8 +93,8 @@ def apply_quick(a: argparse.Namespace) -> None:
 
 # ------------------------------------------------------------------ multi-turn GRPO step
 ROLLOUT_SHARE_TARGET = "<= 0.4"
-"""Below where issue 13 started (rollout was 40% of a step with random weights, 45% with this
-trained policy, before continuous batching)."""
+"""Below the share before continuous batching (rollout was then 40% of a step with random weights,
+45% with this trained policy)."""
 
 
 def grpo_trainer(overrides: list[str]) -> GRPOTrainer:
