@@ -19,8 +19,10 @@ command prints that line and exits with code 2 (``--debug`` shows the traceback)
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
 
@@ -260,6 +262,54 @@ def to_dict(config: Any) -> dict[str, Any]:
 
 def to_yaml(config: Any) -> str:
     return OmegaConf.to_yaml(OmegaConf.create(to_dict(config)))
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT = _Absent()
+"""The value of a key that one of two compared configs does not have."""
+
+
+def flatten_keys(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as ``{"dotted.key": value}`` (an empty section stays a value: ``{}``)."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten_keys(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def differing_keys(saved: dict[str, Any], new: dict[str, Any], *, may_change: Sequence[str] = (),
+                   defaults: dict[str, Any] | None = None,
+                   assumed: dict[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
+    """The dotted keys whose values differ between the resolved config a run was saved with and
+    a new one, as ``{key: (old, new)}`` (``ABSENT`` where a side lacks the key): what a resume
+    of that run would compute differently.
+
+    ``may_change``: ``fnmatch`` patterns of keys a resume may change (ignored). ``defaults``: the
+    schema's defaults; a key the saved config lacks is no difference when the new value is its
+    default (a setting added after the run was saved defaults to what the code did before).
+    ``assumed``: values a saved config that lacks the key is compared as (a default that has
+    changed since: the run had the old one).
+    """
+    old_flat, new_flat = flatten_keys(saved), flatten_keys(new)
+    for key, previous in (assumed or {}).items():
+        if key in new_flat:
+            old_flat.setdefault(key, previous)
+    default_flat = flatten_keys(defaults or {})
+    differences = {}
+    for key in sorted(old_flat.keys() | new_flat.keys()):
+        old, value = old_flat.get(key, ABSENT), new_flat.get(key, ABSENT)
+        if old is ABSENT and key in default_flat and value == default_flat[key]:
+            continue
+        if old != value and not any(fnmatch.fnmatchcase(key, pattern) for pattern in may_change):
+            differences[key] = (old, value)
+    return differences
 
 
 def _plain(value: Any) -> Any:

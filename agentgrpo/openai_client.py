@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from agentgrpo.chat_content import content_text
 from agentgrpo.config import EndpointError
 from agentgrpo.endpoint import RequestConfig
 from agentgrpo.http_client import TRANSPORT_ERRORS, Reply, TooLarge, exchange, make_client
@@ -200,7 +201,7 @@ def assistant_message(response: dict[str, Any], url: str = "the server") -> Mess
     if isinstance(content, list):
         if not all(isinstance(p, dict) for p in content):
             raise bad("content parts are not objects")
-        content = "".join(str(p.get("text", "")) for p in content if p.get("type", "text") == "text")
+        content = content_text(content)
     elif content is not None and not isinstance(content, str):
         raise bad("content is neither text, null nor a list of parts")
     out: Message = {"role": "assistant", "content": content}

@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 import torch
 
 from agentgrpo.agent.chat import ChatFormat
-from agentgrpo.envs.airline.factory import EnvBundle, EnvConfig, build_env, make_env
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.registry import EnvBundle, build_env, make_env
 from agentgrpo.envs.types import Task
 from agentgrpo.policy.hf import build_policy, read_agent_config
 from agentgrpo.policy.tokenizer import domain_corpus

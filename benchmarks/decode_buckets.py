@@ -34,7 +34,7 @@ from _common import (
     world,
 )
 
-from agentgrpo.envs.airline.factory import EnvConfig
+from agentgrpo.envs.config import EnvConfig
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.rollout.engine import RolloutEngine
 

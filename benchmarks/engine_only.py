@@ -2,8 +2,8 @@
 in the process. For before/after comparisons of the engine: run it once with this checkout
 and once with another on ``PYTHONPATH`` (its ``agentgrpo`` is the one measured), e.g.
 
-    git worktree add /tmp/old <commit>
-    PYTHONPATH=/tmp/old python benchmarks/engine_only.py --policy runs/bench/sft-<hash>/final
+    git worktree add ../agentgrpo-old <commit>
+    PYTHONPATH=../agentgrpo-old python benchmarks/engine_only.py --policy runs/bench/sft-<hash>/final
     python benchmarks/engine_only.py --policy runs/bench/sft-<hash>/final
 
 (the default policy is ``rollout.py``'s, trained once into ``runs/bench``). The engine runs
@@ -28,7 +28,7 @@ from _common import (
 )
 
 import agentgrpo.rollout.engine as engine_module
-from agentgrpo.envs.airline.factory import EnvConfig
+from agentgrpo.envs.config import EnvConfig
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.rollout.engine import RolloutEngine
 

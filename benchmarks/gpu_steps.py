@@ -80,7 +80,8 @@ def build_shape(name: str, out: Path, device: str) -> Path:
     """A random-init Llama model with ``SHAPES[name]``'s dimensions and our domain tokenizer, saved to ``out``."""
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    from agentgrpo.envs.airline.factory import EnvConfig, build_env
+    from agentgrpo.envs.config import EnvConfig
+    from agentgrpo.envs.registry import build_env
     from agentgrpo.policy.device import resolve_device
     from agentgrpo.policy.hf import save_policy
     from agentgrpo.policy.tokenizer import END_OF_TEXT, IM_END, domain_corpus, train_tokenizer

@@ -5,7 +5,7 @@ timed grade:
 
 * naive — what τ-bench does minus re-reading the JSON: reset = a deep copy of the
   loaded data; grade = replay the gold actions on another deep copy, then hash both
-  databases in full (``DictState`` + ``naive_hash``).
+  databases in full (``domain.copied_state()``: a full-copy state hashed in full).
 * fast — ``domain.new_state()`` (an empty overlay on the shared base) and
   ``domain.grade`` (incremental multiset hash of the touched records; the gold hash
   is cached per task, so the first pass over the tasks pays each gold replay once,
@@ -21,28 +21,38 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
-from agentgrpo.envs.airline import AirlineDomain, DictState, load_tau_bench
-from agentgrpo.envs.airline.core.tau_bench import missing_files
+from agentgrpo.config import MissingFileError
+from agentgrpo.envs.config import EnvConfig, UserConfig
+from agentgrpo.envs.registry import build_env, check_data
 from agentgrpo.envs.types import Task
 
 DEFAULT_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "tau_bench_airline"
 
 
-def naive_episode(domain: AirlineDomain, task: Task) -> tuple[float, float]:
+def tau_bench_config(path: str) -> EnvConfig:
+    """τ-bench's airline data at ``path`` as the registry builds it (its user is an LLM's: the data has
+    no scripts; no episode is played here). Raises MissingFileError naming what is missing."""
+    config = EnvConfig(source="tau_bench", data_dir=str(path), user=UserConfig(kind="llm"))
+    check_data(config)
+    return config
+
+
+def naive_episode(domain: Any, task: Task) -> tuple[float, float]:
     """(reset+grade seconds, reward) with full copies and full hashes."""
     start = time.perf_counter()
-    state = DictState(domain.data)
+    state = domain.copied_state()
     reset = time.perf_counter() - start
     domain.replay(task.actions, state)  # the episode itself: not timed
     start = time.perf_counter()
-    gold, _ = domain.replay(task.actions, DictState(domain.data))
+    gold, _ = domain.replay(task.actions, domain.copied_state())
     match = state.db_hash() == gold.db_hash()
     grade = time.perf_counter() - start
     return reset + grade, float(match)
 
 
-def fast_episode(domain: AirlineDomain, task: Task) -> tuple[float, float]:
+def fast_episode(domain: Any, task: Task) -> tuple[float, float]:
     """(reset+grade seconds, reward) with the overlay state and cached gold hashes."""
     start = time.perf_counter()
     state = domain.new_state()
@@ -60,13 +70,14 @@ def main() -> None:
     parser.add_argument("--fast-passes", type=int, default=10, help="passes over the 50 tasks (fast)")
     args = parser.parse_args()
 
-    if not Path(args.tau_bench_dir).is_dir() or missing_files(args.tau_bench_dir):
-        print(f"skipped: no complete tau-bench airline data at {args.tau_bench_dir} "
-              "(pass --tau-bench-dir DIR or set AGENTGRPO_TAU_BENCH_DIR)")
+    try:
+        config = tau_bench_config(args.tau_bench_dir)
+    except MissingFileError as e:
+        print(f"skipped: {e} (pass --tau-bench-dir DIR or set AGENTGRPO_TAU_BENCH_DIR)")
         return
     start = time.perf_counter()
-    domain = load_tau_bench(args.tau_bench_dir)
-    print(f"load_tau_bench: {1000 * (time.perf_counter() - start):.1f} ms, {len(domain.tasks)} tasks")
+    domain = build_env(config).domain
+    print(f"build_env (tau_bench): {1000 * (time.perf_counter() - start):.1f} ms, {len(domain.tasks)} tasks")
     start = time.perf_counter()
     domain.new_state().db_hash()
     print(f"base digests (once per domain, on first hash): {1000 * (time.perf_counter() - start):.1f} ms")
@@ -76,7 +87,7 @@ def main() -> None:
     print(f"naive: {len(naive)} episodes, mean reset+grade {naive_ms:.2f} ms, "
           f"rewards {sum(r for _, r in naive):.0f}/{len(naive)}")
 
-    fresh = AirlineDomain(domain.data, domain.tasks, domain.policy, copy_data=False)
+    fresh = build_env(config).domain  # no gold hash cached yet: the first pass pays each gold replay
     fresh.new_state().db_hash()  # base digests: a per-domain cost, reported above
     passes = [[fast_episode(fresh, task) for task in fresh.tasks] for _ in range(args.fast_passes)]
     cold_ms = 1000 * statistics.mean(t for t, _ in passes[0])

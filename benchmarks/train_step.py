@@ -45,7 +45,7 @@ from _common import add_policy_arguments, bench, median, peak_rss_mb, policy_dir
 from agentgrpo import metric_names as metric
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.config import load_config
-from agentgrpo.envs.airline.factory import make_env
+from agentgrpo.envs.registry import make_env
 from agentgrpo.envs.types import Action, StepResult
 from agentgrpo.policy.hf import load_policy
 from agentgrpo.rollout.engine import EpisodeSpec
@@ -93,8 +93,8 @@ def apply_quick(a: argparse.Namespace) -> None:
 
 # ------------------------------------------------------------------ multi-turn GRPO step
 ROLLOUT_SHARE_TARGET = "<= 0.4"
-"""Below where issue 13 started (rollout was 40% of a step with random weights, 45% with this
-trained policy, before continuous batching)."""
+"""Below the share before continuous batching (rollout was then 40% of a step with random weights,
+45% with this trained policy)."""
 
 
 def grpo_trainer(overrides: list[str]) -> GRPOTrainer:

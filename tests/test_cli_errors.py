@@ -1,9 +1,9 @@
 """Every expected failure of the ``agentgrpo`` command is one line on stderr and exit code 2.
 
-One row per bad command or config value of issue 9: the line must name the key or file
-at fault, and no traceback may be printed. The rows run in-process (``agentgrpo.cli.main``);
-a few run the installed entry point in a subprocess to prove the same end to end, and
-``--debug`` / ``AGENTGRPO_DEBUG=1`` bring the traceback back.
+One row per bad command or config value: the line must name the key or file at fault, and
+no traceback may be printed. The rows run in-process (``agentgrpo.cli.main``); a few run the
+installed entry point in a subprocess to prove the same end to end, and ``--debug`` /
+``AGENTGRPO_DEBUG=1`` bring the traceback back.
 """
 from __future__ import annotations
 

@@ -3,7 +3,15 @@ from __future__ import annotations
 
 import pytest
 
-from agentgrpo.config import ConfigError, available_experiments, load_config, to_dict
+from agentgrpo.config import (
+    ABSENT,
+    ConfigError,
+    available_experiments,
+    differing_keys,
+    flatten_keys,
+    load_config,
+    to_dict,
+)
 from agentgrpo.eval.evaluator import EvalConfig
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.sft import SFTConfig
@@ -115,3 +123,20 @@ def test_choices_come_from_the_algos_registry():
         for name in names:
             overrides = [f"{key}={name}"] + (["algo.adv_estimator=dr_grpo"] if key == "algo.loss_agg" else [])
             load_config(GRPOConfig, overrides, defaults="grpo.yaml")
+
+
+def test_differing_keys_compares_dotted_keys_with_patterns_defaults_and_assumed_values():
+    saved = {"seed": 0, "trainer": {"lr": 1e-5, "steps": 4}, "logging": {"project": "a"}, "extra": {}}
+    assert flatten_keys(saved) == {"seed": 0, "trainer.lr": 1e-5, "trainer.steps": 4, "logging.project": "a",
+                                   "extra": {}}
+    new = {**saved, "trainer": {"lr": 2e-5, "steps": 8}, "logging": {"project": "b"}}
+    assert differing_keys(saved, new) == {"trainer.lr": (1e-5, 2e-5), "trainer.steps": (4, 8),
+                                          "logging.project": ("a", "b")}
+    assert differing_keys(saved, new, may_change=("logging.*", "trainer.steps")) == {"trainer.lr": (1e-5, 2e-5)}
+    added = {**saved, "algo": {"knob": 1}}
+    assert differing_keys(saved, added) == {"algo.knob": (ABSENT, 1)}
+    assert differing_keys(saved, added, defaults={"algo": {"knob": 1}}) == {}  # new, at its default
+    assert differing_keys(added, saved, defaults={"algo": {"knob": 1}}) == {"algo.knob": (1, ABSENT)}  # removed
+    assert differing_keys(saved, added, assumed={"algo.knob": 0}) == {"algo.knob": (0, 1)}
+    assert differing_keys(saved, added, assumed={"algo.knob": 1}) == {}
+    assert differing_keys(saved, {**saved, "extra": {"x": 1}}) == {"extra": ({}, ABSENT), "extra.x": (ABSENT, 1)}

@@ -1,15 +1,25 @@
 """The package's import structure: no cycles, the environment stands alone, layers point down.
 
 Every module of ``agentgrpo/`` is parsed with ``ast`` (nothing is imported) and each of its
-imports becomes an edge of a module graph. How an import counts:
+imports becomes an edge of a module graph; the scripts of ``examples/`` and ``benchmarks/``
+(and the Python inside their shell scripts) are read the same way. How an import counts:
 
 * at module level or inside a function (a lazy import): an edge. A lazy import still
   runs, so it may neither close a cycle nor reach up a layer; deferring it is for start-up
   time (torch, transformers), never for hiding a dependency.
 * under ``if TYPE_CHECKING:``: an edge for the layer rule (a type names a dependency),
   but not for cycles (it never runs, so two modules may name each other's types).
-* ``importlib.import_module("...")`` with a computed name is not seen: the command line's
-  subcommand table and a registry's domain packages are loaded that way, downward.
+* by name: in a module that calls ``import_module``, every string that is exactly a module
+  name of the package (``"agentgrpo.envs.airline.spec"``, ``"agentgrpo.train.cli:register_sft"``:
+  the command line's subcommand table, the domain registry, lazy exports) is an edge of kind
+  ``importlib``. It counts for the layers like any import. It does not count for cycles: the
+  table is data naming what is loaded on demand, and the loaded module depending on its loader
+  (a domain implementing the registry's protocol) is the direction the layers want.
+
+The examples and benchmarks sit above the whole package, as a user's code does: they may
+import any module, but reach an environment family only through ``agentgrpo.envs.registry``,
+never a domain package (``agentgrpo.envs.airline``, ``agentgrpo.envs.toy``) itself; neither
+does any module of the package outside ``agentgrpo/envs``.
 
 The layers, bottom to top (docs/development.md draws the same map). The foundation is
 every top-level module of ``agentgrpo`` other than the command line: settings, errors and
@@ -20,13 +30,21 @@ import each other.
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from functools import cache
 from pathlib import Path
 
 import pytest
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1] / "agentgrpo"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = ROOT / "agentgrpo"
+SCRIPT_DIRS = ("examples", "benchmarks")
+DOMAIN_PACKAGES = tuple(sorted(f"agentgrpo.envs.{p.name}" for p in (PACKAGE_DIR / "envs").iterdir()
+                               if (p / "__init__.py").is_file()))
+"""The environment families' packages: only ``agentgrpo/envs`` reaches them, through the registry."""
+MODULE_NAME = re.compile(r"agentgrpo(?:\.[A-Za-z_]\w*)+(?::\w+)?")
+SHELL_IMPORT = re.compile(r"^\s*(?:from\s+(agentgrpo[\w.]*)\s+import\s+([\w, ()]+)|import\s+(agentgrpo[\w.]*))")
 
 FOUNDATION = "foundation"
 COMMAND_LINE = ("cli", "__main__")
@@ -71,6 +89,8 @@ def _targets(node: ast.Import | ast.ImportFrom, source: str) -> list[str]:
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     base = node.module or ""
+    if node.level and source not in modules():  # a script's relative import: not the package's
+        return [base]
     if node.level:  # relative: resolved against the importing module's package
         package = source.split(".") if modules()[source].name == "__init__.py" else source.split(".")[:-1]
         base = ".".join([*package[: len(package) - node.level + 1], *([node.module] if node.module else [])])
@@ -96,13 +116,56 @@ def _walk(node: ast.AST, source: str, kind: str, found: list[Import]) -> None:
         _walk(child, source, inner, found)
 
 
+def _by_name(tree: ast.AST, source: str) -> list[Import]:
+    """The package modules a module that calls ``import_module`` names in its strings."""
+    calls = any(isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+        or (isinstance(node.func, ast.Name) and node.func.id == "import_module")) for node in ast.walk(tree))
+    if not calls:
+        return []
+    return [Import(source, node.value.partition(":")[0], node.lineno, "importlib") for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_NAME.fullmatch(node.value)]
+
+
+def _read(tree: ast.AST, source: str) -> list[Import]:
+    found: list[Import] = []
+    _walk(tree, source, "module", found)
+    return found + _by_name(tree, source)
+
+
 @cache
 def imports() -> tuple[Import, ...]:
     """Every import of every module (third-party ones too)."""
+    return tuple(i for name, path in modules().items() for i in _read(ast.parse(path.read_text(), str(path)), name))
+
+
+def _shell_imports(path: Path, source: str) -> list[Import]:
+    """The ``agentgrpo`` imports of the Python a shell script runs (line by line: heredocs, ``-c``)."""
+    found = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        match = SHELL_IMPORT.match(line)
+        if match and match.group(3):
+            found.append(Import(source, match.group(3), number, "module"))
+        elif match:
+            base = match.group(1)
+            names = [n.strip() for n in match.group(2).strip("() ").split(",") if n.strip()]
+            found += [Import(source, f"{base}.{n}" if f"{base}.{n}" in modules() else base, number, "module")
+                      for n in names]
+    return found
+
+
+@cache
+def script_imports() -> tuple[Import, ...]:
+    """The ``agentgrpo`` imports of every script of ``examples/`` and ``benchmarks/`` (source: its path)."""
     found: list[Import] = []
-    for name, path in modules().items():
-        _walk(ast.parse(path.read_text(), filename=str(path)), name, "module", found)
-    return tuple(found)
+    for folder in SCRIPT_DIRS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            source = str(path.relative_to(ROOT))
+            if path.suffix == ".py":
+                found += _read(ast.parse(path.read_text(encoding="utf-8"), str(path)), source)
+            elif path.suffix == ".sh":
+                found += _shell_imports(path, source)
+    return tuple(i for i in found if i.target == "agentgrpo" or i.target.startswith("agentgrpo."))
 
 
 def internal_imports() -> list[Import]:
@@ -151,17 +214,37 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 # ---- the reader itself ---------------------------------------------------------------------
 def test_every_internal_import_names_a_module_that_exists():
-    missing = [i for i in internal_imports() if i.target not in modules()]
+    """Also the modules a table names for ``import_module`` and the ones scripts import."""
+    missing = [i for i in [*internal_imports(), *script_imports()] if i.target not in modules()]
     assert missing == []
 
 
-def test_the_reader_sees_lazy_and_type_checking_imports():
-    """Known statements of three kinds, so a broken walker cannot pass the rules below vacuously."""
+def test_the_reader_sees_lazy_type_checking_by_name_and_script_imports():
+    """Known statements of each kind, so a broken walker cannot pass the rules below vacuously."""
     kinds = {(i.source, i.target): i.kind for i in internal_imports()}
     assert kinds[("agentgrpo.agent.types", "agentgrpo.envs.types")] == "type_checking"
     assert kinds[("agentgrpo.eval.runner", "agentgrpo.rollout.engine")] == "lazy"
     assert kinds[("agentgrpo.eval.evaluator", "agentgrpo.eval.runner")] == "module"
+    assert kinds[("agentgrpo.envs.registry", "agentgrpo.envs.airline.spec")] == "importlib"
+    assert kinds[("agentgrpo.cli", "agentgrpo.train.cli")] == "importlib"
     assert len(modules()) > 100 and len(internal_imports()) > 500
+    scripts = {(i.source, i.target): i.kind for i in script_imports()}
+    assert scripts[("benchmarks/_common.py", "agentgrpo.envs.registry")] == "module"
+    assert scripts[("examples/trl/train_airline.py", "agentgrpo.envs.registry")] == "module"
+    assert scripts[("examples/verl/gpu_check.sh", "agentgrpo.envs.registry")] == "module"
+    assert len({i.source for i in script_imports()}) > 15
+
+
+def test_by_name_and_shell_readers_on_hand_made_sources(tmp_path):
+    table = ast.parse('import importlib\nTABLE = {"a": "agentgrpo.envs.toy.spec:TOY", "b": "agentgrpo"}\n'
+                      'def load(k):\n    return importlib.import_module(TABLE[k])\n')
+    assert [(i.target, i.kind) for i in _by_name(table, "x")] == [("agentgrpo.envs.toy.spec", "importlib")]
+    assert _by_name(ast.parse('NAME = "agentgrpo.envs.toy.spec"\n'), "x") == []  # nothing is loaded by name
+    script = tmp_path / "run.sh"
+    script.write_text('python - <<EOF\nfrom agentgrpo.envs import registry\n  import agentgrpo.config\n'
+                      'from agentgrpo.policy.hf import (load_policy,\nEOF\necho "from agentgrpo"\n')
+    assert [(i.target, i.line) for i in _shell_imports(script, "run.sh")] == [
+        ("agentgrpo.envs.registry", 2), ("agentgrpo.config", 3), ("agentgrpo.policy.hf", 4)]
 
 
 def test_find_cycle_on_hand_made_graphs():
@@ -175,7 +258,7 @@ def test_no_import_cycle_counting_lazy_imports():
     """A cycle through a function-level import is still a cycle; only TYPE_CHECKING names are free."""
     graph: dict[str, set[str]] = defaultdict(set)
     for i in internal_imports():
-        if i.kind != "type_checking" and i.target != i.source:
+        if i.kind not in ("type_checking", "importlib") and i.target != i.source:
             graph[i.source].add(i.target)
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
@@ -215,4 +298,25 @@ def test_layer_imports_only_lower_layers(layer):
 
 def test_the_foundation_imports_only_itself():
     bad = [i for i in internal_imports() if package_of(i.source) == FOUNDATION and package_of(i.target) != FOUNDATION]
+    assert bad == []
+
+
+# ---- (d) a domain is reached through the registry, by the package and by its users ----------
+def _domain_of(target: str) -> str | None:
+    return next((d for d in DOMAIN_PACKAGES if target == d or target.startswith(d + ".")), None)
+
+
+def test_the_domain_packages_are_found():
+    assert "agentgrpo.envs.airline" in DOMAIN_PACKAGES and "agentgrpo.envs.toy" in DOMAIN_PACKAGES
+
+
+def test_only_the_environment_package_imports_a_domain_package():
+    bad = [i for i in internal_imports() if package_of(i.source) != "envs" and _domain_of(i.target)]
+    assert bad == []
+
+
+def test_examples_and_benchmarks_reach_a_domain_only_through_the_registry():
+    """As a user would: ``agentgrpo.envs.registry`` (``build_env``, ``make_env``, ``domain_oracle``...)
+    and the domain-free ``agentgrpo.envs`` modules, never ``agentgrpo.envs.airline`` itself."""
+    bad = [i for i in script_imports() if _domain_of(i.target)]
     assert bad == []

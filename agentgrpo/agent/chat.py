@@ -30,11 +30,11 @@ from agentgrpo.agent.format import (
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
     ParsedAction,
-    message_text,
     openai_assistant_text,
     parse_assistant,
 )
 from agentgrpo.agent.turn import recorded_text
+from agentgrpo.chat_content import content_text
 from agentgrpo.envs.transcript import TranscriptBuilder
 from agentgrpo.envs.types import Step
 
@@ -55,7 +55,7 @@ def transcript_from_chat(messages: Sequence[Message], parse: Callable[[str], Par
     """
     builder = TranscriptBuilder()
     for message in messages:
-        role, content = message["role"], message_text(message.get("content"))
+        role, content = message["role"], content_text(message.get("content"))
         if role == "assistant" and message.get("tool_calls"):
             builder.add_message(message)
         elif role == "assistant":
@@ -188,7 +188,7 @@ class ChatFormat:
             if role == "assistant":
                 content = openai_assistant_text(message)
             else:
-                content = message_text(message.get("content"))
+                content = content_text(message.get("content"))
             converted.append({"role": role, "content": content})
         return converted
 

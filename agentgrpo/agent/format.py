@@ -23,6 +23,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgrpo.chat_content import content_text
 from agentgrpo.envs.types import INVALID, RESPOND, Action, StepKind, error_observation
 
 TOOL_CALL_OPEN = "<tool_call>"
@@ -218,17 +219,6 @@ def _quote(text: str) -> str:
 # -- OpenAI chat-completions messages <-> our format ------------------------------------
 
 
-def message_text(content: Any) -> str:
-    """The text of an OpenAI ``content`` field: a string, ``None``, or a list of parts."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return str(content)
-
-
 def _function_of(tool_call: dict[str, Any]) -> tuple[Any, Any]:
     function = tool_call.get("function") if isinstance(tool_call, dict) else None
     if not isinstance(function, dict):
@@ -255,8 +245,8 @@ def openai_assistant_text(message: dict[str, Any]) -> str:
     """
     calls = message.get("tool_calls") or []
     if not calls:  # verbatim: the rollout's token stream holds exactly this text
-        return message_text(message.get("content"))
-    text = message_text(message.get("content")).strip()
+        return content_text(message.get("content"))
+    text = content_text(message.get("content")).strip()
     blocks = []
     for call in calls:
         name, arguments = _function_of(call)
@@ -273,7 +263,7 @@ def parse_openai_message(message: dict[str, Any], tool_names: Collection[str]) -
     """
     try:
         calls = message.get("tool_calls") or []
-        text = message_text(message.get("content")).strip()
+        text = content_text(message.get("content")).strip()
         if not calls:
             if not text:
                 return _invalid("", "empty output. Write a message to the user, or call one tool.")

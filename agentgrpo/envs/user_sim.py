@@ -18,6 +18,7 @@ import random
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from agentgrpo.chat_content import content_text
 from agentgrpo.envs.airline.simulation.dialogue import (
     asked_slots,
     confirmation_matches,
@@ -220,16 +221,3 @@ class LLMUser:
         text = content_text(reply.get("content")).strip()
         self.messages.append({"role": "assistant", "content": text})
         return USER_STOP if USER_STOP in text else text
-
-
-def content_text(content: Any) -> str:
-    """The text of a chat message's ``content``: a string, ``None``, or a list of parts
-    (``[{"type": "text", "text": ...}, ...]``; parts that are not text are skipped)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content
-                       if isinstance(part, dict) and part.get("type", "text") == "text")
-    return str(content)

@@ -28,7 +28,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from agentgrpo.config import ConfigError, EndpointError, MissingFileError, from_dict, to_dict, to_yaml
+from agentgrpo.config import ConfigError, EndpointError, MissingFileError, differing_keys, from_dict, to_dict, to_yaml
 from agentgrpo.envs.episode import run_episode
 from agentgrpo.envs.registry import EnvBundle, domain_oracle, make_env
 from agentgrpo.envs.types import ABORTED, Task
@@ -42,9 +42,10 @@ from agentgrpo.rewards.prm_lite import PRMLite
 
 LOG_FILE = "transcripts.jsonl"
 CONFIG_FILE = "eval_config.yaml"
-RESUME_MAY_CHANGE = ("out_dir", "concurrency", "max_batch", "progress", "save_transcripts", "endpoint.request.",
-                     "env.user.request.", "policy.device", "policy.autocast")
-"""Settings a resumed evaluation may change (how episodes are played, not which or how they score)."""
+RESUME_MAY_CHANGE = ("out_dir", "concurrency", "max_batch", "progress", "save_transcripts", "endpoint.request.*",
+                     "env.user.request.*", "policy.device", "policy.autocast")
+"""Settings a resumed evaluation may change (how episodes are played, not which or how they score):
+``fnmatch`` patterns over dotted keys."""
 PRM = PRMLite()
 """The process scorer of the AUROC (packaged weights; stateless, so threads share it)."""
 
@@ -148,23 +149,12 @@ def read_eval_dir(out_dir: str | Path) -> tuple[EvalConfig, list[EpisodeRecord]]
 def _check_resume_config(path: Path, config: dict[str, Any]) -> None:
     if not path.is_file():
         return
-    saved = _flatten(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
-    new = _flatten(config)
-    changed = sorted(k for k in saved.keys() | new.keys()
-                     if saved.get(k) != new.get(k) and not any(k == p or k.startswith(p) for p in RESUME_MAY_CHANGE))
+    saved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    changed = differing_keys(saved, config, may_change=RESUME_MAY_CHANGE)
     if changed:
-        shown = ", ".join(f"{k}: {saved.get(k)!r} -> {new.get(k)!r}" for k in changed[:6])
+        shown = ", ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in list(changed.items())[:6])
         raise ConfigError(f"--resume: the settings differ from the run in {path.parent} ({shown}); resume with the "
                           "same settings, or start afresh in another out_dir (or without --resume)")
-
-
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(data, dict):
-        return {prefix[:-1]: data}
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        flat.update(_flatten(value, f"{prefix}{key}."))
-    return flat
 
 
 # ---- playing ---------------------------------------------------------------------------

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentgrpo.config import load_config, split_overrides
+from agentgrpo.jobs.ablate import STAGES
 
 if TYPE_CHECKING:
     from agentgrpo.eval.compare import Comparison
-
-STAGES = ("sft", "grpo", "eval")
 
 QUICKSTART_DEFAULTS: dict[str, list[str]] = {
     # Many worlds, ids as per-episode slots: a policy that reads its world rather than memorising

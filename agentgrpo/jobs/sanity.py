@@ -160,23 +160,22 @@ def read_curve(run_dir: Path, episodes_per_round: int) -> tuple[list[float], lis
 
 
 # ---------------------------------------------------------------------------- stages
-def toy_atomic_texts(domain: Any, agent_config: dict[str, Any]) -> list[str]:
+def toy_atomic_texts(spec: Any, domain: Any, agent_config: dict[str, Any]) -> list[str]:
     """What the toy tokenizer keeps as one token each: every whole ``submit`` call, the closing
     message and the system prompt. The agent's turns are then two tokens each (the text and the
     end of turn): the warm-up learns the format in a few steps, and the key is the first token."""
     from agentgrpo.agent.chat import PROMPT_STYLES
     from agentgrpo.agent.format import render_assistant
-    from agentgrpo.envs.toy import DONE_MESSAGE, SUBMIT
 
-    calls = [render_assistant("", SUBMIT, {"key": key}) for key in domain.keys]
-    return [*calls, DONE_MESSAGE, PROMPT_STYLES[agent_config["prompt_style"]](domain.policy, domain.tool_schemas())]
+    calls = [render_assistant("", spec.submit_tool, {"key": key}) for key in domain.keys]
+    system_prompt = PROMPT_STYLES[agent_config["prompt_style"]](domain.policy, domain.tool_schemas())
+    return [*calls, spec.done_message, system_prompt]
 
 
 def warm_up(grpo_config: Any, seed: int, out: Path) -> Path:
     """Build the toy policy and fine-tune it on random-key demonstrations; returns its checkpoint."""
-    from agentgrpo.envs.episode import DomainEnv, run_episode
+    from agentgrpo.envs.episode import run_episode
     from agentgrpo.envs.registry import build_env, get_domain
-    from agentgrpo.envs.toy import ToyUser, warmup_agent
     from agentgrpo.policy.hf import build_policy
     from agentgrpo.train.sft import Demonstration, SFTConfig, train_sft, transcript_text
 
@@ -186,19 +185,18 @@ def warm_up(grpo_config: Any, seed: int, out: Path) -> Path:
                              defaults="sft.yaml")
     sft_config.env = env
     bundle = build_env(env)
-    keys = bundle.domain.keys
+    spec: Any = get_domain(env.domain)  # a toy domain (checked by the caller): it has the warm-up
     demos = []
     for task in bundle.tasks(sft_config.data.splits):
         for k in range(sft_config.data.demos_per_task):
             user_seed = seed * 1000 + k
-            episode = DomainEnv(bundle.domain, task, ToyUser(task, user_seed, states_key=False))
-            result = run_episode(episode, warmup_agent(task, keys, seed=user_seed))
+            result = run_episode(*spec.warmup_episode(bundle, task, user_seed))
             demos.append(Demonstration(task.task_id, user_seed, result.reward, result.messages))
     agent_config = {"prompt_style": "full"}  # the toy policy's own text; one token with the toy tokenizer
-    corpus = [*get_domain(env.domain).corpus(bundle), *(transcript_text(d.messages) for d in demos),
+    corpus = [*spec.corpus(bundle), *(transcript_text(d.messages) for d in demos),
               "system user assistant tool"]
     build_policy("toy", corpus, out / "init", seed=seed, agent_config=agent_config,
-                 atomic_texts=toy_atomic_texts(bundle.domain, agent_config))
+                 atomic_texts=toy_atomic_texts(spec, bundle.domain, agent_config))
     return train_sft(sft_config, demonstrations=demos)
 
 

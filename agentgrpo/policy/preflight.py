@@ -12,6 +12,7 @@ from agentgrpo.policy.hub import looks_like_hub_id, resolve_hub_id
 from agentgrpo.policy.lora import adapter_base, require_peft
 from agentgrpo.policy.presets import PRESETS
 from agentgrpo.policy.settings import PolicyConfig
+from agentgrpo.policy.source import find_smollm2_gguf
 from agentgrpo.preflight import check_checkpoint
 
 
@@ -21,8 +22,6 @@ def check_policy_source(source: str | Path, key: str, hint: str, *, allow_built:
     if name in PRESETS:
         kind = PRESETS[name].kind
         if kind == "gguf":
-            from agentgrpo.policy.gguf import find_smollm2_gguf  # imports torch
-
             try:
                 find_smollm2_gguf()
             except FileNotFoundError as e:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgrpo.chat_content import content_text
 from agentgrpo.envs.types import Step, is_error_observation
 
 
@@ -66,19 +67,6 @@ def _as_dict(message: Any) -> Mapping[str, Any]:
     if hasattr(message, "model_dump"):
         return message.model_dump()
     raise TypeError(f"a chat message must be a mapping, got {type(message).__name__}")
-
-
-def _text(content: Any) -> str:
-    """Message content as plain text (strings, content-part lists, or JSON)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p if isinstance(p, str) else str(p.get("text", "")) for p in content
-                 if isinstance(p, str) or (isinstance(p, Mapping) and "text" in p)]
-        return "".join(parts)
-    return json.dumps(content, ensure_ascii=False)
 
 
 def looks_like_error_text(observation: str) -> bool:
@@ -126,7 +114,7 @@ class _Builder:
         self.respond_index: int | None = None     # respond step awaiting the user
 
     def add_assistant(self, message: Mapping[str, Any], turn: int) -> None:
-        text = _text(message.get("content"))
+        text = content_text(message.get("content"))
         calls = list(message.get("tool_calls") or [])
         if not calls and isinstance(message.get("function_call"), Mapping):
             calls = [{"function": message["function_call"]}]
@@ -150,7 +138,7 @@ class _Builder:
                      if call_id is not None and cid == call_id), 0)
         _, index = self.pending.pop(slot)
         step = self.out.steps[index]
-        step.observation = _text(message.get("content"))
+        step.observation = content_text(message.get("content"))
         if step.kind == "tool":
             step.error = self.is_error(step.observation)
 
@@ -163,11 +151,11 @@ class _Builder:
             return
         text = self.out.steps[index].text
         self.out.steps[index] = Step(kind="invalid", name="invalid", arguments={}, text=text,
-                                     observation=_text(message.get("content")), error=True)
+                                     observation=content_text(message.get("content")), error=True)
         self.respond_index = None
 
     def add_user(self, message: Mapping[str, Any]) -> None:
-        text = _text(message.get("content"))
+        text = content_text(message.get("content"))
         if not self.out.steps:
             self.out.opening.append(text)
             return
@@ -211,7 +199,7 @@ def opening_messages(transcript: Any) -> list[str]:
         if message.get("role") == "assistant":
             break
         if message.get("role") == "user":
-            opening.append(_text(message.get("content")))
+            opening.append(content_text(message.get("content")))
     return opening
 
 

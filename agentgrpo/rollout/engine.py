@@ -27,27 +27,20 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.turn import play_turn
 from agentgrpo.agent.types import Trajectory, Turn
+from agentgrpo.envs.registry import EpisodeEnv
 from agentgrpo.envs.transcript import TranscriptBuilder
-from agentgrpo.envs.types import Action, StepResult
+from agentgrpo.envs.types import StepResult
 from agentgrpo.rollout.attention import ragged_attention
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.rollout.rows import Rows
 from agentgrpo.rollout.sampling import sample_tokens
-
-
-class EpisodeEnv(Protocol):
-    """What the engine needs from an environment (``AirlineEnv`` satisfies it)."""
-
-    def reset(self) -> str: ...
-    def step(self, action: Action) -> StepResult: ...
-    def finish(self, termination: str) -> StepResult: ...
 
 
 @dataclass

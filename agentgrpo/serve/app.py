@@ -30,7 +30,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from agentgrpo.agent.chat import ChatFormat
-from agentgrpo.agent.format import message_text, strip_end_markers
+from agentgrpo.agent.format import strip_end_markers
+from agentgrpo.chat_content import content_text
 from agentgrpo.serve.generate import BatchGenerator, Generation, GenerationRequest
 from agentgrpo.serve.hermes import extract_tool_calls, streamable_prefix
 from agentgrpo.serve.request import ChatRequest, RequestError, read_request
@@ -94,7 +95,7 @@ class ServedModel:
             raise RequestError(f"model {checked.model[:80]!r} is not served here; this server serves {self.name!r}",
                                status=404)
         messages, tools = checked.messages, checked.tools
-        system = message_text(messages[0].get("content")) if messages[0]["role"] == "system" else None
+        system = content_text(messages[0].get("content")) if messages[0]["role"] == "system" else None
         rest = messages[1:] if system is not None else messages
         chat = (ChatFormat(self.tokenizer, tools, system or "", prompt_style=self.prompt_style) if tools
                 else ChatFormat(self.tokenizer, [], "", system_prompt=system or ""))

@@ -49,8 +49,10 @@ def _compact_prompt_jinja() -> str:
 _REWRITE = r"""{#- agentgrpo: the request rewritten into the plain messages our ChatFormat trains on -#}
 {%- macro agentgrpo_text(content) -%}
 {%- if content is string -%}{{ content }}{%- elif content is none -%}{%- else -%}
-{%- for part in content if part is mapping and (part.type is not defined or part.type == 'text') -%}{{ part.text }}
-{%- endfor -%}{%- endif -%}
+{%- for part in content -%}{%- if part is string -%}{{ part }}
+{%- elif part is mapping and (part.type is not defined or part.type == 'text')
+    and part.text is string -%}{{ part.text }}
+{%- endif -%}{%- endfor -%}{%- endif -%}
 {%- endmacro -%}
 {%- set ns = namespace(msgs=[], system=none, rest=messages, parts=[], schemas=[], signatures=[]) -%}
 {%- set system = '' -%}

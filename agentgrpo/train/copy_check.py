@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from agentgrpo.agent.format import message_text
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample
+from agentgrpo.chat_content import content_text
 
 
 def copied_values(messages: Sequence[dict[str, Any]]) -> list[str]:
@@ -43,7 +43,7 @@ def copied_values(messages: Sequence[dict[str, Any]]) -> list[str]:
                         continue
                 values += [v for v in _strings(arguments) if any(c.isdigit() for c in v) and v in context]
         elif role in ("user", "tool"):
-            seen_text.append(message_text(message.get("content")))
+            seen_text.append(content_text(message.get("content")))
     return values
 
 

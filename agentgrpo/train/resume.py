@@ -8,14 +8,13 @@ with a ``ResumeConfigError`` listing old → new values, unless ``--force``.
 """
 from __future__ import annotations
 
-import fnmatch
 import warnings
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from agentgrpo.config import ConfigError
+from agentgrpo.config import ConfigError, differing_keys, flatten_keys
 from agentgrpo.train.checkpoint import load_trainer_state
 
 RESUME_MAY_CHANGE: tuple[str, ...] = (
@@ -45,15 +44,6 @@ CHANGED_DEFAULTS: dict[str, Any] = {
 that value (or lacks the key) keeps it on resume when the new config holds the new default
 (``keep_changed_defaults``), so the resumed run computes what the interrupted one did instead
 of being refused; a missing key is compared as that value, not as the new default."""
-
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-_ABSENT = _Absent()  # a key one of the two configs does not have
 
 
 class ResumeConfigError(ConfigError):
@@ -97,22 +87,10 @@ def config_differences(saved: dict[str, Any], new: dict[str, Any],
     (``defaults``): a setting added after the checkpoint was written defaults to what the code
     did before it, so the resumed run computes the same thing.
     """
-    old_flat, new_flat = _flatten(saved), _flatten(new)
-    for key, previous in CHANGED_DEFAULTS.items():
-        if key in new_flat:
-            old_flat.setdefault(key, previous)
-    default_flat = _flatten(defaults or {})
     may_change = list(RESUME_MAY_CHANGE)
-    if "cosine" in (old_flat.get("trainer.lr_schedule"), new_flat.get("trainer.lr_schedule")):
+    if "cosine" in (flatten_keys(saved).get("trainer.lr_schedule"), flatten_keys(new).get("trainer.lr_schedule")):
         may_change.remove("trainer.steps")
-    differences = {}
-    for key in sorted(old_flat.keys() | new_flat.keys()):
-        old, value = old_flat.get(key, _ABSENT), new_flat.get(key, _ABSENT)
-        if old is _ABSENT and key in default_flat and value == default_flat[key]:
-            continue
-        if old != value and not any(fnmatch.fnmatchcase(key, pattern) for pattern in may_change):
-            differences[key] = (old, value)
-    return differences
+    return differing_keys(saved, new, may_change=may_change, defaults=defaults, assumed=CHANGED_DEFAULTS)
 
 
 def keep_changed_defaults(checkpoint: Path, config: Any, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -122,7 +100,7 @@ def keep_changed_defaults(checkpoint: Path, config: Any, defaults: dict[str, Any
     saved = load_trainer_state(checkpoint).get("config")
     if saved is None:
         return {}
-    saved_flat, default_flat = _flatten(saved), _flatten(defaults)
+    saved_flat, default_flat = flatten_keys(saved), flatten_keys(defaults)
     kept = {}
     for key, previous in CHANGED_DEFAULTS.items():
         *path, name = key.split(".")
@@ -139,12 +117,3 @@ def keep_changed_defaults(checkpoint: Path, config: Any, defaults: dict[str, Any
                       "a new run_dir gets the new default)", stacklevel=2)
     return kept
 
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and value:
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat

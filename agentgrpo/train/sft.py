@@ -24,8 +24,9 @@ from typing import Any, Literal
 import torch
 
 from agentgrpo.agent.chat import ChatFormat
-from agentgrpo.agent.format import message_text, openai_assistant_text
+from agentgrpo.agent.format import openai_assistant_text
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_example, build_sft_examples
+from agentgrpo.chat_content import content_text
 from agentgrpo.config import ConfigError, require, to_dict, to_yaml
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.delex import delexicalise_messages, slot_tokens
@@ -217,7 +218,7 @@ def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConf
 def transcript_text(messages: list[dict[str, Any]]) -> str:
     """Plain text of a transcript as the policy sees it (tokenizer training corpus)."""
     return "\n".join(
-        openai_assistant_text(m) if m["role"] == "assistant" else message_text(m.get("content"))
+        openai_assistant_text(m) if m["role"] == "assistant" else content_text(m.get("content"))
         for m in messages
         if m["role"] != "system"
     )

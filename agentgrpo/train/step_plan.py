@@ -4,9 +4,9 @@ A row's log-probs move by ~1e-6 with the rows it shares a forward pass with (the
 width, the prompt prefix the forward shares, the kernels' blocking). If the old log-probs
 were computed in other micro-batches than the update's, ``new − old`` would be that noise
 on unchanged weights: LLDS (gated on ``new < old``) would act on the first mini-batch and
-the LLD rate would count that noise for a policy that did not move (issue 14 saw a gated
-fraction of 1.0; the tiny policy's batch of tests/train/test_exact_lld.py, old log-probs
-in the previous whole-batch micro-batches, gives 1 in 8 actions). So the trainer plans the
+the LLD rate would count that noise for a policy that did not move (the gated fraction can
+reach 1.0; the tiny policy's batch of tests/train/test_exact_lld.py, old log-probs in the
+previous whole-batch micro-batches, gives 1 in 8 actions). So the trainer plans the
 step's partition once (``plan_updates``) and runs the old log-probs, every epoch's updates
 and the after-update LLD pass on the same micro-batches, with dropout off
 (``disable_dropout``). ``logprob_change`` is the per-step likelihood shift the

@@ -34,7 +34,7 @@ from trl import TrlParser
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.config import ConfigError
-from agentgrpo.envs.airline.factory import TRAIN_SPLITS, build_env
+from agentgrpo.envs.registry import TRAIN_SPLITS, build_env
 from agentgrpo.integrations.host_settings import load_native, refuse_trl_overrides, trl_settings
 from agentgrpo.integrations.trl import (
     AgentGRPOConfig,

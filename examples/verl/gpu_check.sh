@@ -1,20 +1,19 @@
 #!/usr/bin/env bash
-# The GPU check of issue 11, prepared for a session that is lent a GPU (see docs/results/gpu.md):
-# a few veRL GRPO steps of agentgrpo_lata + LLDS (run_joint_llds.sh: configs/experiment/joint_llds.yaml,
-# A/√L, λ = 0.2, 2 updates per rollout, outcome + 0.3·PRM-Lite) on generated airline tasks with the scripted user, on one GPU,
-# timed. Writes $OUT/gpu_check.json (steps/s, per-step seconds, loss/llds) and the logs.
+# The veRL GPU check (docs/results/gpu.md): a few timed veRL GRPO steps of agentgrpo_lata + LLDS
+# (run_joint_llds.sh: configs/experiment/joint_llds.yaml, A/√L, λ = 0.2, 2 updates per rollout,
+# outcome + 0.3·PRM-Lite) on generated airline tasks with the scripted user, on one GPU.
+# Writes $OUT/gpu_check.json (steps/s, per-step seconds, loss/llds) and the logs.
 #
-#   OUT=/tmp/gpu_check STEPS=4 bash examples/verl/gpu_check.sh [extra Hydra overrides]
+#   OUT=runs/gpu_check STEPS=4 bash examples/verl/gpu_check.sh [extra Hydra overrides]
 #
 # Needs on the machine: agentgrpo[verl] (veRL 0.9.x, transferqueue) and veRL's GPU stack: a CUDA
 # build of torch, vLLM (the rollout engine) and flash-attn. It checks them first and exits 3
-# naming what is missing. The lent H200 machine of this workplace has torch but no veRL, Ray or
-# vLLM and reaches no package registry or model hub; packages travel only as wheels of at most
-# 64 MiB per call (/work/.library/device/README.md), which a vLLM wheel exceeds.
+# naming what is missing, so a machine with a GPU and torch but without veRL, Ray or vLLM stops
+# in seconds with the list instead of deep inside veRL's start-up.
 #
 # The model: POLICY_MODEL=<a local HF directory>, else agentgrpo's largest built preset (PRESET,
-# default `small`: Llama-shaped, random init, the domain tokenizer, built here in seconds), which
-# is what reaches a machine with no hub access: a pretrained checkpoint must be on its disk.
+# default `small`: Llama-shaped, random init, the domain tokenizer, built here in seconds), so the
+# check needs no model hub: a pretrained checkpoint must already be on the machine's disk.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu_check}
@@ -40,7 +39,8 @@ if [[ -z "${POLICY_MODEL:-}" ]]; then
   if [[ ! -f "$POLICY_MODEL/agentgrpo.json" ]]; then
     python3 - "$PRESET" "$POLICY_MODEL" <<'EOF'
 import sys
-from agentgrpo.envs.airline.factory import EnvConfig, build_env
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.registry import build_env
 from agentgrpo.policy.hf import build_policy
 from agentgrpo.policy.tokenizer import domain_corpus
 preset, out = sys.argv[1:]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from agentgrpo.config import MissingFileError
 from agentgrpo.policy.hf import load_policy, read_agent_config
 from agentgrpo.policy.hub import looks_like_hub_id, resolve_source
 from agentgrpo.policy.preflight import check_policy_source
+from agentgrpo.policy.source import PolicySource, resolve_policy_source
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -47,3 +49,27 @@ def test_an_uncached_id_offline_is_one_line(hub_cache, capsys, tmp_path, monkeyp
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert "agentgrpo-test/absent" in err[0] and "not in the Hugging Face cache" in err[0]
+
+
+def test_a_source_is_resolved_once_into_its_kind(hub_cache, tiny_policy_dir, tmp_path, monkeypatch):
+    from agentgrpo.policy import source as source_module
+
+    snapshot = hub_cache / "snapshots" / COMMIT
+    assert resolve_policy_source("agentgrpo-test/tiny") == PolicySource("agentgrpo-test/tiny", "checkpoint", snapshot)
+    assert resolve_policy_source(tiny_policy_dir).kind == "checkpoint"
+    assert resolve_policy_source("tiny") == PolicySource("tiny", "built")
+    assert resolve_policy_source("runs/x.gguf") == PolicySource("runs/x.gguf", "gguf", Path("runs/x.gguf"))
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    assert resolve_policy_source(adapter).kind == "adapter"
+    with pytest.raises(MissingFileError, match="has no config.json"):
+        resolve_policy_source(tmp_path)
+    with pytest.raises(MissingFileError, match="no checkpoint directory or .gguf file"):
+        resolve_policy_source(tmp_path / "absent")
+
+    looked_up: list[str] = []
+    real = source_module.resolve_source
+    monkeypatch.setattr(source_module, "resolve_source", lambda name, key: looked_up.append(name) or real(name, key))
+    load_policy("agentgrpo-test/tiny")
+    assert looked_up == ["agentgrpo-test/tiny"]  # one resolution, then the load

@@ -12,7 +12,7 @@ import torch
 
 from agentgrpo.agent.format import render_assistant
 from agentgrpo.agent.masking import IGNORE_INDEX, build_sft_example
-from agentgrpo.policy.gguf import SMOLLM2_FILE, find_smollm2_gguf
+from agentgrpo.policy.source import SMOLLM2_FILE, find_smollm2_gguf
 from agentgrpo.policy.hf import HFPolicy, load_policy
 
 pytestmark = pytest.mark.gguf

@@ -13,7 +13,10 @@ CALL = {"id": "call_1", "type": "function",
 
 def conversation(system: str) -> list[dict]:
     return [{"role": "system", "content": system},
-            {"role": "user", "content": [{"type": "text", "text": "Hi, I am mia_li_3668."}]},
+            # content parts read by the one rule (agentgrpo.chat_content): text parts and bare strings count
+            {"role": "user", "content": [{"type": "text", "text": "Hi, "},
+                                         {"type": "image_url", "image_url": {"url": "x"}},
+                                         "I am ", {"type": "text", "text": 7}, {"text": "mia_li_3668."}]},
             {"role": "assistant", "content": "Let me check.", "tool_calls": [CALL]},
             {"role": "tool", "tool_call_id": "call_1", "name": "get_user_details", "content": '{"a": 1}'},
             {"role": "assistant", "content": "You have one reservation."},

@@ -91,7 +91,7 @@ def test_lora_sft_then_two_grpo_steps_on_the_tiny_model(tiny_policy_dir, tmp_pat
 @pytest.mark.gguf
 @pytest.mark.slow
 def test_lora_sft_then_two_grpo_steps_on_smollm2(tmp_path):
-    from agentgrpo.policy.gguf import find_smollm2_gguf
+    from agentgrpo.policy.source import find_smollm2_gguf
 
     try:
         find_smollm2_gguf()

@@ -14,7 +14,16 @@ from agentgrpo.config import ConfigError
 from agentgrpo.envs.episode import DomainEnv
 from agentgrpo.envs.registry import SPLIT_NAMES, VALIDATION_SPLIT, EnvBundle
 from agentgrpo.envs.toy.domain import SUBMIT, ToyDomain
-from agentgrpo.envs.toy.simulation import DONE_MESSAGE, FAMILY, OPENINGS, ToyAgent, ToyUser, make_tasks, task_key
+from agentgrpo.envs.toy.simulation import (
+    DONE_MESSAGE,
+    FAMILY,
+    OPENINGS,
+    ToyAgent,
+    ToyUser,
+    make_tasks,
+    task_key,
+    warmup_agent,
+)
 from agentgrpo.envs.types import Task
 
 if TYPE_CHECKING:
@@ -30,7 +39,13 @@ HELDOUT_SEED_BASE = 1_000_000_000
 
 
 class ToySpec:
-    """The toy domain's builder: splits, episodes, oracle (``Domain``)."""
+    """The toy domain's builder: splits, episodes, oracle (``Domain``), and what the sanity job's
+    format warm-up needs (``submit_tool``, ``done_message``, ``warmup_episode``)."""
+
+    submit_tool = SUBMIT
+    """The one tool, ``submit(key)``."""
+    done_message = DONE_MESSAGE
+    """What the user says once a key is submitted."""
 
     def __init__(self, n_keys: int = DEFAULT_N_KEYS, stated_keys: int | None = None, name: str = "toy") -> None:
         """``n_keys``: the keys ``submit`` accepts (chance = 1/n_keys); ``stated_keys``: how many of
@@ -77,6 +92,13 @@ class ToySpec:
 
     def oracle(self, bundle: EnvBundle, task: Task) -> ToyAgent:
         return ToyAgent(task_key(task))
+
+    def warmup_episode(self, bundle: EnvBundle, task: Task, user_seed: int) -> tuple[DomainEnv, ToyAgent]:
+        """A format warm-up episode: a user who never states the key and an agent that submits a
+        random valid one, so demonstrations teach the call without teaching the key."""
+        domain: Any = bundle.domain
+        return (DomainEnv(domain, task, ToyUser(task, user_seed, states_key=False)),
+                warmup_agent(task, domain.keys, seed=user_seed))
 
     def build_heldout(self, config: EnvConfig, split_names: Sequence[str], tasks_per_split: int, seed: int = 0,
                       training: EnvBundle | None = None) -> list[EnvBundle]:

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agentgrpo.envs.airline.core.db import TAU_BENCH_AIRPORTS, AirlineState, BaseDB, Store, copy_json
+from agentgrpo.envs.airline.core.db import TAU_BENCH_AIRPORTS, AirlineState, BaseDB, DictState, Store, copy_json
 from agentgrpo.envs.airline.core.grader import (
     GoldHashCache,
     GradeResult,
@@ -109,6 +109,11 @@ class AirlineDomain:
     def new_state(self) -> AirlineState:
         """A fresh database for one episode: the base with an empty overlay."""
         return AirlineState(self._base)
+
+    def copied_state(self) -> DictState:
+        """The naive reference database: a full deep copy of the data, hashed in full (τ-bench's
+        way). Same interface as ``new_state``'s; the overlay is checked and measured against it."""
+        return DictState(self.data)
 
     def execute(self, state: Store, name: Any, kwargs: Any) -> str:
         """Run one tool call on ``state`` and return the observation; never raises."""
