@@ -13,7 +13,7 @@ spelling (``key_format``), as :func:`check_loss_pairing` does.
 :func:`updates_per_rollout` is the one count of optimizer steps per rollout batch, and
 :meth:`ObjectiveSettings.llds_acts` the one rule that LLDS needs more than one of them:
 the first update after a rollout sees old log-probs equal to the current ones, where the
-LLDS penalty is exactly 0 (arXiv:2512.04220, §3).
+LLDS penalty is exactly 0 (``llds``; the LLD paper, arXiv:2512.04220).
 """
 from __future__ import annotations
 

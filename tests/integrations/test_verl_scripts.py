@@ -82,8 +82,9 @@ def test_every_script_passes_the_dry_run(script, data_dir, tmp_path):
     assert found["trainer"] == "v1 (sync)"
     assert found["effective_loss_mode"] == "agentgrpo_llds (agentgrpo.integrations.verl.losses.agentgrpo_llds)"
     assert found["effective_adv_estimator"] == f"{estimator} (agentgrpo.integrations.verl.estimators.{estimator})"
-    assert found["llds"].startswith(f"λ={llds} (AGENTGRPO_OBJECTIVE), gate {native.algo.llds_gate}, "
-                                    f"pg aggregation {native.algo.loss_agg}")
+    # the objective reaches the Ray workers whole: one value, equal to the driver's (else refused)
+    assert found["llds"].startswith(f"λ={llds} (AGENTGRPO_OBJECTIVE, forwarded to the Ray workers), gate "
+                                    f"{native.algo.llds_gate}, pg aggregation {native.algo.loss_agg}")
     assert f"{updates} update(s) per rollout" in found["llds"]
     assert found["reward"].startswith(f"outcome + {prm}·PRM-Lite")
     assert found["agent_loop"] == "agentgrpo_airline -> agentgrpo.integrations.verl.agent_loop.AirlineAgentLoop"
@@ -146,6 +147,9 @@ def compose(monkeypatch, data_dir):
     (["actor_rollout_ref.actor.kl_loss_coef=0.05"], ["kl_loss_coef=0.05 disagrees", "algo.kl_coef=0.01"]),
     (["actor_rollout_ref.actor.use_kl_loss=false"], ["use_kl_loss=False disagrees", "algo.kl_coef=0.01"]),
     (["actor_rollout_ref.actor.entropy_coeff=0.01"], ["entropy_coeff=0.01 disagrees", "algo.entropy_coef=0.0"]),
+    # the Ray workers must get the objective this process exported, whole
+    (["+ray_kwargs.ray_init.runtime_env.env_vars.AGENTGRPO_OBJECTIVE='{\"llds_coef\": 0.2}'"],
+     ["env_vars.AGENTGRPO_OBJECTIVE differs from the AGENTGRPO_OBJECTIVE of this process"]),
 ])
 def test_settings_that_replace_or_disable_our_loss_are_named(compose, overrides, named):
     from agentgrpo.integrations.verl.checks import launch_problems

@@ -24,6 +24,7 @@ source):
   veRL's own copies of its values: ``algorithm.adv_estimator`` (must be
   ``agentgrpo_<its estimator>``), ``actor.use_kl_loss`` / ``kl_loss_coef`` /
   ``kl_loss_type`` and ``actor.entropy_coeff``;
+* an objective forwarded to the Ray workers that differs from the one this process exported;
 * with λ > 0 (the objective's ``llds_coef``): bypass mode (old log-probs from vLLM, another
   numeric path: LLDS would penalise that mismatch and never be 0 on unchanged weights);
   and anything that keeps the estimator from carrying each mini-batch's preserve count to
@@ -47,11 +48,12 @@ from agentgrpo.algos import updates_per_rollout as count_updates
 from agentgrpo.integrations.host_settings import objective_problems
 from agentgrpo.integrations.verl.estimators import VERL_PREFIX
 from agentgrpo.integrations.verl.losses import HOST_LOSS_AGG
-from agentgrpo.integrations.verl.settings import read_objective
+from agentgrpo.integrations.verl.settings import OBJECTIVE_ENV, parse_objective, read_objective
 
 OUR_LOSS = "agentgrpo_llds"
 BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
 USE_V1_KEY = "trainer.use_v1"
+WORKER_ENV = "ray_kwargs.ray_init.runtime_env.env_vars"
 
 
 def select(config: Any, key: str, default: Any = None) -> Any:
@@ -103,6 +105,13 @@ def updates_per_rollout(config: Any) -> int:
     batch = int(select(config, "data.train_batch_size", 1))
     return count_updates(batch, int(select(config, "actor_rollout_ref.actor.ppo_mini_batch_size", batch)),
                          int(select(config, "actor_rollout_ref.actor.ppo_epochs", 1)))
+
+
+def worker_objective(config: Any) -> ObjectiveSettings | None:
+    """The objective the launch hands every Ray worker (``ray_kwargs.ray_init.runtime_env.env_vars``,
+    where ``examples/verl/common.sh`` forwards ``AGENTGRPO_OBJECTIVE``); None when not forwarded."""
+    value = select(config, f"{WORKER_ENV}.{OBJECTIVE_ENV}")
+    return None if value is None else parse_objective(str(value))
 
 
 def copy_mismatches(config: Any, objective: ObjectiveSettings) -> list[str]:
@@ -181,6 +190,11 @@ def launch_problems(config: Any) -> list[str]:
             problems.append(str(error))
         problems.extend(objective_problems(objective, "verl"))
         problems.extend(copy_mismatches(config, objective))
+        forwarded = worker_objective(config)
+        if forwarded is not None and forwarded != objective:
+            problems.append(f"{WORKER_ENV}.{OBJECTIVE_ENV} differs from the {OBJECTIVE_ENV} of this process: the "
+                            "Ray workers' loss would train another objective than the driver's estimator "
+                            "computes advantages for; forward the exported value unchanged")
         if objective.llds_coef > 0 and bypass_mode(config):
             problems.append(f"algo.llds_coef={objective.llds_coef} with {BYPASS_KEY}=true: old log-probs from the "
                             "rollout engine are another numeric path, so LLDS would penalise that mismatch "

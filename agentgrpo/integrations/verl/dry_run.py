@@ -238,7 +238,8 @@ def dry_run(config_dir: str, config_name: str, overrides: list[str]) -> LaunchRe
     loss_fn, estimator_fn = resolve_functions(config, loss_mode)
     actor, rollout = build_dataclasses(config)
     objective = read_objective()
-    llds = (f"λ={objective.llds_coef} (AGENTGRPO_OBJECTIVE), gate {objective.llds_gate}, "
+    workers = "forwarded to" if checks.worker_objective(config) is not None else "not forwarded to"
+    llds = (f"λ={objective.llds_coef} (AGENTGRPO_OBJECTIVE, {workers} the Ray workers), gate {objective.llds_gate}, "
             f"pg aggregation {objective.loss_agg}, {checks.updates_per_rollout(config)} update(s) per rollout"
             if loss_mode == checks.OUR_LOSS else "not agentgrpo's loss")
     old = "the rollout's (bypass mode)" if checks.bypass_mode(config) else "recomputed by the actor"

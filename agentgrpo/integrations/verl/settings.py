@@ -39,12 +39,17 @@ def objective_json(objective: ObjectiveSettings) -> str:
 
 
 def read_objective() -> ObjectiveSettings:
-    """The objective exported in ``AGENTGRPO_OBJECTIVE``; its defaults when unset.
+    """The objective exported in ``AGENTGRPO_OBJECTIVE``; its defaults when unset."""
+    return parse_objective(os.environ.get(OBJECTIVE_ENV, ""))
+
+
+def parse_objective(text: str) -> ObjectiveSettings:
+    """The objective of an ``AGENTGRPO_OBJECTIVE`` value (:func:`objective_json`); empty: the defaults.
 
     Raises:
         ValueError: text that is not a JSON object of ``ObjectiveSettings`` fields, naming the variable.
     """
-    text = os.environ.get(OBJECTIVE_ENV, "").strip()
+    text = text.strip()
     if not text:
         return ObjectiveSettings()
     try:
