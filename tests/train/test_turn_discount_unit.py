@@ -11,6 +11,7 @@ from agentgrpo.algos import ObjectiveSettings
 from agentgrpo.config import ConfigError, load_config, to_dict
 from agentgrpo.envs.types import Step
 from agentgrpo.integrations.verl.estimators import verl_token_advantages
+from agentgrpo.integrations.verl.settings import OBJECTIVE_ENV, objective_json
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.resume import config_differences
@@ -57,7 +58,7 @@ def config(policy_dir, run_dir, *overrides: str) -> GRPOConfig:
 
 
 @pytest.mark.parametrize("unit", ["token", "turn"])
-def test_the_trainer_discounts_by_the_configured_unit(tiny_policy_dir, tmp_path, unit):
+def test_the_trainer_discounts_by_the_configured_unit(tiny_policy_dir, tmp_path, unit, monkeypatch):
     overrides = [] if unit == "token" else ["algo.turn_discount_unit=turn"]  # token: the default
     trainer = GRPOTrainer(config(tiny_policy_dir, tmp_path, *overrides))
     assert trainer.config.algo.turn_discount_unit == unit
@@ -67,11 +68,12 @@ def test_the_trainer_discounts_by_the_configured_unit(tiny_policy_dir, tmp_path,
     assert rows == [pytest.approx(values, rel=1e-6) for values in EXPECTED[unit]]
     assert torch.all(batch.advantages[~sampled] == 0)
 
-    # veRL's estimator, given the same batch and settings, computes the same token advantages
+    # veRL's estimator, given the same batch and the same objective (exported whole, as the
+    # launch scripts do), computes the same token advantages
+    monkeypatch.setenv(OBJECTIVE_ENV, objective_json(trainer.config.algo))
     rewards = torch.zeros_like(batch.response_mask)
     rewards[:, -1] = batch.scores
-    verl, _ = verl_token_advantages("turn_discount", rewards, batch.response_mask,
-                                    {"turn_discount_alpha": ALPHA, "turn_discount_unit": unit},
+    verl, _ = verl_token_advantages("turn_discount", rewards, batch.response_mask, None,
                                     np.array(batch.group_ids, dtype=object))
     assert torch.allclose(verl, batch.advantages, rtol=1e-6, atol=0)
 
