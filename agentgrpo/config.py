@@ -108,7 +108,7 @@ def load_config(
     except Exception as e:  # unparsable override value
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConfigError(f"cannot parse overrides {rest}: {reason}") from None
-    return from_dict(schema, _resolve(layers))
+    return from_dict(schema, _resolve(layers, _defaults(schema)))
 
 
 def _shorthands(schema: Any, prefix: str = "") -> dict[str, str]:
@@ -140,17 +140,40 @@ def _expand_shorthands(layer: DictConfig, shorthands: dict[str, str]) -> DictCon
     return OmegaConf.create(data) if changed else layer
 
 
-def _resolve(layers: list[DictConfig]) -> dict[str, Any]:
-    """Merge the layers and resolve ``${...}`` interpolations; a failure names its key."""
+def _defaults(schema: type) -> dict[str, Any]:
+    """The schema's defaults as plain data (empty when it has none to build from)."""
+    try:
+        return to_dict(schema())
+    except (TypeError, ValueError):
+        return {}
+
+
+def _resolve(layers: list[DictConfig], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Merge the layers and resolve ``${...}`` interpolations; a failure names its key.
+
+    An interpolation may name any key of the schema (``${seed}``), whether a layer sets it
+    or only the dataclass defaults do, since the YAMLs state only what differs from those.
+    The result holds only the keys the layers set: the defaults resolve, never fill in.
+    """
     if not layers:
         return {}
     try:
-        return OmegaConf.to_container(OmegaConf.merge(*layers), resolve=True)  # type: ignore[return-value]
+        merged = OmegaConf.merge(*layers)
+        given = OmegaConf.to_container(merged, resolve=False)
+        resolved = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(defaults or {}), merged), resolve=True)
+        return _restrict(resolved, given)  # type: ignore[return-value]
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None) or "config"
         reason = str(getattr(e, "msg", None) or e).splitlines()[0]
         raise ConfigError(f"{key}: cannot resolve its value ({reason}); fix or remove the ${{...}} "
                           "interpolation") from None
+
+
+def _restrict(resolved: Any, given: Any) -> Any:
+    """``resolved`` with only the mapping keys ``given`` has, level by level."""
+    if isinstance(given, dict) and isinstance(resolved, dict):
+        return {key: _restrict(resolved[key], value) for key, value in given.items()}
+    return resolved
 
 
 def split_overrides(overrides: list[str], stages: tuple[str, ...]) -> dict[str, list[str]]:

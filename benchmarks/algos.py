@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from agentgrpo.algos import get_advantage_estimator, grpo_objective, logprobs_from_logits
+from agentgrpo.algos import ObjectiveSettings, get_advantage_estimator, grpo_objective, logprobs_from_logits
 
 BATCH, HORIZON = 64, 8192
 MODEL_SHAPES = [(4, 512), (8, 1024)]
@@ -56,7 +56,7 @@ def algos_step(data: dict[str, torch.Tensor]) -> None:
                            turn_credit_coef=0.3)
     logp = data["logp"].clone().requires_grad_(True)
     loss, _ = grpo_objective(logp, data["old_logp"], advantages.token, data["mask"], seq_adv=advantages.sequence,
-                             ref_logp=data["ref_logp"], kl_coef=0.01, llds_coef=0.2)
+                             ref_logp=data["ref_logp"], **ObjectiveSettings(kl_coef=0.01, llds_coef=0.2).loss_kwargs())
     loss.backward()
 
 

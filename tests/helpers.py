@@ -28,3 +28,20 @@ def fast_grpo_config(policy_dir, run_dir, *overrides: str):
         "trainer.mini_batch_size=2", "trainer.micro_batch_size=1", "trainer.save_every=0",
         "trainer.lr=1e-3", "logging.progress=false", *overrides,
     ], defaults="grpo.yaml")
+
+
+def objective(*args, **kwargs):
+    """``grpo_objective`` with ``ObjectiveSettings``' defaults, KL off, for the settings not given."""
+    from agentgrpo.algos import ObjectiveSettings, grpo_objective
+
+    names = ObjectiveSettings().loss_kwargs()
+    settings = {key: kwargs.pop(key) for key in list(kwargs) if key in names}
+    return grpo_objective(*args, **ObjectiveSettings(**{"kl_coef": 0.0, **settings}).loss_kwargs(), **kwargs)
+
+
+def export_objective(monkeypatch, **fields) -> None:
+    """Export ``ObjectiveSettings(**fields)`` as the veRL plugins read it (``AGENTGRPO_OBJECTIVE``)."""
+    from agentgrpo.algos import ObjectiveSettings
+    from agentgrpo.integrations.verl.settings import OBJECTIVE_ENV, objective_json
+
+    monkeypatch.setenv(OBJECTIVE_ENV, objective_json(ObjectiveSettings(**fields)))

@@ -98,7 +98,8 @@ def test_estimator_and_aggregation_must_not_divide_by_the_length_twice(estimator
 def test_llds_that_can_never_act_is_rejected():
     """One update per rollout with recomputed old log-probs: old_logp == logp, LLDS is 0 by construction."""
     single = ["experiment=llds", "trainer.mini_batch_size=32", "trainer.ppo_epochs=1"]
-    with pytest.raises(ConfigError, match=r"algo\.llds_coef.*trainer\.ppo_epochs.*trainer\.mini_batch_size"):
+    never_acts = r"^algo\.llds_coef=0\.2 never acts.*trainer\.mini_batch_size.*trainer\.ppo_epochs"
+    with pytest.raises(ConfigError, match=never_acts):
         load_config(GRPOConfig, single, defaults="grpo.yaml")
     for fix in ("trainer.ppo_epochs=2", "algo.llds_coef=0"):
         load_config(GRPOConfig, [*single, fix], defaults="grpo.yaml")

@@ -4,7 +4,8 @@ Advantages (GRPO / Dr. GRPO group normalisation, LATA's 1/√L, Turn-Discount we
 per-turn PRM credit), the PPO-clip policy loss (token or GSPO sequence ratio), KL
 penalties, the LLDS regulariser, the one loss aggregation function, log-probs and
 entropies from logits, the registry of named advantage estimators (the one variant
-table) and ``grpo_objective`` (the one loss, ``L_pg + β·KL + λ·L_LLDS − c_H·H``). The
+table), ``grpo_objective`` (the one loss, ``L_pg + β·KL + λ·L_LLDS − c_H·H``) and
+``ObjectiveSettings`` (its settings and their defaults, one object for every trainer). The
 native trainer, the veRL plugins and the TRL integration all call these; nothing here
 imports from the rest of the package.
 """
@@ -26,6 +27,7 @@ from agentgrpo.algos.llds import GATES, Gate, llds_loss, preserve_set
 from agentgrpo.algos.logprob import entropy_from_logits, logprobs_from_logits
 from agentgrpo.algos.losses import (
     AGG_MODES,
+    DEFAULT_LOSS_AGG,
     IMPORTANCE_LEVELS,
     KL_KINDS,
     AggMode,
@@ -49,9 +51,11 @@ from agentgrpo.algos.registry import (
     register_advantage_estimator,
 )
 from agentgrpo.algos.segments import segment_ids, segment_sum
+from agentgrpo.algos.settings import ObjectiveSettings, updates_per_rollout
 
 __all__ = [
     "AGG_MODES",
+    "DEFAULT_LOSS_AGG",
     "DISCOUNT_UNITS",
     "GATES",
     "IMPORTANCE_LEVELS",
@@ -67,6 +71,7 @@ __all__ = [
     "Importance",
     "KLKind",
     "LengthNorm",
+    "ObjectiveSettings",
     "estimator_length_norm",
     "advantage_estimator_names",
     "agg_loss",
@@ -91,4 +96,5 @@ __all__ = [
     "token_advantages",
     "turn_credit_tokens",
     "turn_discount_weights",
+    "updates_per_rollout",
 ]

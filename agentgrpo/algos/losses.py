@@ -23,6 +23,8 @@ AggMode = Literal["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-tok
                   "seq-mean-token-sum-norm"]
 Importance = Literal["token", "sequence"]
 KLKind = Literal["k1", "k2", "k3", "abs", "low_var_kl", "kl", "mse"]
+DEFAULT_LOSS_AGG: AggMode = "seq-mean-token-sum"
+"""The seed's policy-gradient aggregation: with A/L in the advantage, GRPO's seq-mean-token-mean."""
 
 # log-ratios are clamped before exp (as veRL does) so a stale or corrupt old_logp
 # cannot overflow the ratio; beyond the clamp the token simply stops contributing gradient.
@@ -182,7 +184,7 @@ def _policy_metrics(ratio, unclipped, clipped, adv, log_ratio_k1, active, clip_l
 
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, token_adv: torch.Tensor,
                 mask: torch.Tensor, clip_low: float = 0.2, clip_high: float = 0.2,
-                agg: AggMode | str = "seq-mean-token-sum",
+                agg: AggMode | str = DEFAULT_LOSS_AGG,
                 importance: Importance | str = "token", *,
                 num_tokens: Number | None = None, num_seqs: Number | None = None,
                 horizon: Number | None = None,

@@ -57,15 +57,15 @@ def grpo_objective(
     seq_adv: torch.Tensor | None = None,
     ref_logp: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
-    clip_low: float = 0.2,
-    clip_high: float = 0.2,
-    loss_agg: AggMode | str = "seq-mean-token-sum",
-    importance: Importance | str = "token",
-    kl_coef: float = 0.0,
-    kl_kind: KLKind | str = "k3",
-    llds_coef: float = 0.0,
-    llds_gate: Gate | str = "action",
-    entropy_coef: float = 0.0,
+    clip_low: float,
+    clip_high: float,
+    loss_agg: AggMode | str,
+    importance: Importance | str,
+    kl_coef: float,
+    kl_kind: KLKind | str,
+    llds_coef: float,
+    llds_gate: Gate | str,
+    entropy_coef: float,
     num_tokens: Number | None = None,
     num_seqs: Number | None = None,
     horizon: Number | None = None,
@@ -73,6 +73,10 @@ def grpo_objective(
     rollout_is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """``L_pg + β·KL + λ·L_LLDS − c_H·H`` on one (micro-)batch; see the module docstring.
+
+    The settings (``clip_low`` … ``entropy_coef``) have no defaults here: their one set of
+    defaults is :class:`~agentgrpo.algos.settings.ObjectiveSettings`, whose ``loss_kwargs()``
+    every trainer passes.
 
     Args:
         logp: ``[B, T]`` log-probs under the current policy (gradients flow through it).

@@ -2,13 +2,17 @@
 
 The experiment YAMLs (``configs/experiment/*.yaml`` over ``configs/grpo.yaml``) are the
 only place a variant's numbers live. This module loads the native ``GRPOConfig`` exactly
-as ``agentgrpo train`` does and writes it in each host's terms:
+as ``agentgrpo train`` does and hands each host its objective whole — the
+``agentgrpo.algos.ObjectiveSettings`` of ``config.algo`` — plus what that host counts
+its own way:
 
-* **veRL** (``verl_settings``): Hydra overrides of ``airline_grpo.yaml`` (estimator,
-  ε, Turn-Discount α and unit, tasks per step, group, mini-batch and epochs, clip, KL,
-  entropy, temperature) and the ``AGENTGRPO_*`` variables the plugins read where veRL's
-  strict actor config has no key (λ, gate, aggregation, ratio level, PRM-Lite weight);
-* **TRL** (``trl_settings``): ``AgentGRPOConfig`` fields and the PRM-Lite reward's weight.
+* **veRL** (``verl_settings``): the objective as one JSON value, ``AGENTGRPO_OBJECTIVE``,
+  which the plugins read (``integrations.verl.settings.read_objective``); the PRM-Lite
+  weight (``AGENTGRPO_PRM_COEF``); and Hydra overrides of ``airline_grpo.yaml`` for what
+  veRL itself runs (the estimator's name, tasks per step, group, mini-batch and epochs,
+  its KL and entropy terms, temperature), which the launch check compares with the objective;
+* **TRL** (``trl_settings``): ``AgentGRPOConfig(objective=...)`` and its batch fields, and
+  the PRM-Lite reward's weight.
 
 ``agentgrpo hosts verl|trl [experiment=NAME] [key=value ...]`` prints them;
 ``examples/verl/common.sh`` and ``examples/trl/train_airline.py`` read them from here, so
@@ -23,31 +27,28 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentgrpo.config import ConfigError
 
 if TYPE_CHECKING:
+    from agentgrpo.algos import ObjectiveSettings
     from agentgrpo.train.grpo_config import GRPOConfig
 
 HOSTS = ("verl", "trl")
 VERL_PREFIX = "agentgrpo_"
 """veRL's name of registry estimator X is ``agentgrpo_X`` (``integrations.verl.estimators``)."""
 
+HOST_NAMES = {"verl": "veRL", "trl": "TRL"}
+
 TRL_SOURCES = {
-    "adv_estimator": "algo.adv_estimator",
+    "objective": "algo.*",
     "scale_rewards": "algo.norm_by_std",
-    "adv_std_eps": "algo.adv_std_eps",
-    "turn_discount_alpha": "algo.turn_discount_alpha",
-    "turn_discount_unit": "algo.turn_discount_unit",
     "epsilon": "algo.clip_low",
     "epsilon_high": "algo.clip_high",
-    "loss_agg": "algo.loss_agg",
     "importance_sampling_level": "algo.importance",
     "beta": "algo.kl_coef",
-    "llds_coef": "algo.llds_coef",
-    "llds_gate": "algo.llds_gate",
     "temperature": "rollout.temperature",
     "num_generations": "trainer.group_size",
     "per_device_train_batch_size": "trainer.micro_batch_size",
@@ -55,7 +56,8 @@ TRL_SOURCES = {
     "steps_per_generation": "trainer.tasks_per_step",
     "num_iterations": "trainer.ppo_epochs",
 }
-"""``AgentGRPOConfig`` field -> the native key it comes from (set that key, not the field)."""
+"""``AgentGRPOConfig`` field -> the native key it comes from (set that key, not the field):
+``objective`` and TRL's own copies of its values, and the batch fields."""
 
 
 def load_native(overrides: list[str] | None = None, config_file: str | None = None) -> GRPOConfig:
@@ -66,18 +68,28 @@ def load_native(overrides: list[str] | None = None, config_file: str | None = No
     return load_config(GRPOConfig, list(overrides or []), defaults="grpo.yaml", config_file=config_file)
 
 
+def objective_problems(objective: ObjectiveSettings, host: str) -> list[str]:
+    """Settings of ``objective`` that only the native trainer implements, one line each, for ``host``."""
+    name = HOST_NAMES[host]
+    problems = []
+    if objective.turn_credit_coef > 0:
+        problems.append(f"algo.turn_credit_coef={objective.turn_credit_coef}: per-turn PRM credit needs each turn's "
+                        f"PRM-Lite score, which {name} never hands an advantage estimator; use experiment=joint "
+                        "(PRM-Lite in the reward) there, or the native trainer")
+    if objective.advantage_sign != 1:
+        problems.append("algo.advantage_sign=-1 is a control of the native sanity check, not a training setting")
+    if host == "trl" and objective.entropy_coef > 0:
+        problems.append(f"algo.entropy_coef={objective.entropy_coef}: AgentGRPOTrainer has no entropy bonus; "
+                        "set algo.entropy_coef=0")
+    return problems
+
+
 def host_problems(config: GRPOConfig, host: str) -> list[str]:
     """Settings of ``config`` that ``host`` cannot train as the native trainer does, one line each."""
     if host not in HOSTS:
         raise ConfigError(f"host {host!r} is unknown; choose one of {list(HOSTS)}")
-    algo, trainer, name = config.algo, config.trainer, {"verl": "veRL", "trl": "TRL"}[host]
-    problems = []
-    if algo.turn_credit_coef > 0:
-        problems.append(f"algo.turn_credit_coef={algo.turn_credit_coef}: per-turn PRM credit needs each turn's "
-                        f"PRM-Lite score, which {name} never hands an advantage estimator; use experiment=joint "
-                        "(PRM-Lite in the reward) there, or the native trainer")
-    if algo.advantage_sign != 1:
-        problems.append("algo.advantage_sign=-1 is a control of the native sanity check, not a training setting")
+    trainer, name = config.trainer, HOST_NAMES[host]
+    problems = objective_problems(config.algo, host)
     if trainer.dynamic_sampling:
         problems.append(f"trainer.dynamic_sampling=true is the native trainer's; {name} would train on every group")
     if trainer.task_sampler != "uniform":
@@ -91,13 +103,6 @@ def host_problems(config: GRPOConfig, host: str) -> list[str]:
         if config.reward.prm_weights:
             problems.append(f"reward.prm_weights={config.reward.prm_weights}: the veRL reward scores with the "
                             "packaged PRM-Lite weights; leave it null")
-    if host == "trl":
-        if algo.kl_coef > 0 and algo.kl_kind not in ("k3", "low_var_kl"):
-            problems.append(f"algo.kl_kind={algo.kl_kind}: AgentGRPOTrainer's KL term is k3 (low_var_kl); set "
-                            "algo.kl_kind=k3 or algo.kl_coef=0")
-        if algo.entropy_coef > 0:
-            problems.append(f"algo.entropy_coef={algo.entropy_coef}: AgentGRPOTrainer has no entropy bonus; "
-                            "set algo.entropy_coef=0")
     return problems
 
 
@@ -119,54 +124,48 @@ def _hydra(value: Any) -> str:
 
 @dataclass
 class VerlSettings:
-    """What a veRL launch gets: Hydra ``overrides`` of ``airline_grpo.yaml`` and ``env`` (``AGENTGRPO_*``)."""
+    """What a veRL launch gets: Hydra ``overrides`` of ``airline_grpo.yaml``, ``env`` (the objective
+    whole in ``AGENTGRPO_OBJECTIVE``, the PRM-Lite weight) and ``bypass_mode``, the launch's default
+    for old log-probs from the rollout (off when LLDS needs recomputed ones)."""
 
     overrides: list[str]
     env: dict[str, str]
+    bypass_mode: bool
 
     def as_dict(self) -> dict[str, Any]:
-        return {"overrides": self.overrides, "env": self.env}
+        return {"overrides": self.overrides, "env": self.env, "bypass_mode": self.bypass_mode}
 
     def shell(self) -> str:
-        """Bash that ``eval`` turns into exported variables and the array ``HOST_OVERRIDES``."""
+        """Bash that ``eval`` turns into exported variables, ``HOST_BYPASS_MODE`` and the array ``HOST_OVERRIDES``."""
         lines = [f"export {key}={shlex.quote(value)}" for key, value in self.env.items()]
+        lines.append(f"HOST_BYPASS_MODE={_hydra(self.bypass_mode)}")
         lines.append("HOST_OVERRIDES=(" + " ".join(shlex.quote(item) for item in self.overrides) + ")")
         return "\n".join(lines)
 
 
 def verl_settings(config: GRPOConfig) -> VerlSettings:
-    """The native ``config`` as veRL overrides and ``AGENTGRPO_*`` settings (refuses what veRL cannot do)."""
+    """The native ``config`` as veRL overrides and the objective as one value (refuses what veRL cannot do)."""
+    from agentgrpo.integrations.verl.settings import OBJECTIVE_ENV, objective_json
+
     check_host(config, "verl")
     algo, trainer = config.algo, config.trainer
     actor, rollout = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
-    values = {
+    values = {  # what veRL runs itself; the launch check compares each with the objective
         "algorithm.adv_estimator": VERL_PREFIX + algo.adv_estimator,
-        "algorithm.norm_adv_by_std_in_grpo": algo.norm_by_std,
-        "algorithm.adv_std_eps": algo.adv_std_eps,
-        "algorithm.turn_discount_alpha": algo.turn_discount_alpha,
-        "algorithm.turn_discount_unit": algo.turn_discount_unit,
         # veRL counts batches in tasks: mini-batches of whole groups, as many updates per rollout as natively
         "data.train_batch_size": trainer.tasks_per_step,
         f"{rollout}.n": trainer.group_size,
         f"{actor}.ppo_mini_batch_size": trainer.mini_batch_size // trainer.group_size,
         f"{actor}.ppo_epochs": trainer.ppo_epochs,
-        f"{actor}.clip_ratio_low": algo.clip_low,
-        f"{actor}.clip_ratio_high": algo.clip_high,
         f"{actor}.use_kl_loss": algo.kl_coef > 0,
         f"{actor}.kl_loss_coef": algo.kl_coef,
         f"{actor}.kl_loss_type": algo.kl_kind,  # veRL's kl_penalty takes every name of algos.KL_KINDS
         f"{actor}.entropy_coeff": algo.entropy_coef,
         f"{rollout}.temperature": config.rollout.temperature,
     }
-    env = {
-        "AGENTGRPO_LLDS_COEF": algo.llds_coef,
-        "AGENTGRPO_LLDS_GATE": algo.llds_gate,
-        "AGENTGRPO_LOSS_AGG": algo.loss_agg,
-        "AGENTGRPO_IMPORTANCE": algo.importance,
-        "AGENTGRPO_PRM_COEF": config.reward.process_coef,
-    }
-    return VerlSettings([f"{key}={_hydra(value)}" for key, value in values.items()],
-                        {key: _hydra(value) for key, value in env.items()})
+    env = {OBJECTIVE_ENV: objective_json(algo), "AGENTGRPO_PRM_COEF": _hydra(config.reward.process_coef)}
+    return VerlSettings([f"{key}={_hydra(value)}" for key, value in values.items()], env,
+                        bypass_mode=not algo.llds_coef > 0)
 
 
 @dataclass
@@ -190,21 +189,10 @@ def trl_settings(config: GRPOConfig) -> TrlSettings:
     rollout and PPO epochs. With N processes, divide ``per_device_train_batch_size`` by N.
     """
     check_host(config, "trl")
-    algo, trainer = config.algo, config.trainer
+    trainer = config.trainer
     rollout_rows = trainer.tasks_per_step * trainer.group_size
     fields = {
-        "adv_estimator": algo.adv_estimator,
-        "scale_rewards": "group" if algo.norm_by_std else "none",
-        "adv_std_eps": algo.adv_std_eps,
-        "turn_discount_alpha": algo.turn_discount_alpha,
-        "turn_discount_unit": algo.turn_discount_unit,
-        "epsilon": algo.clip_low,
-        "epsilon_high": algo.clip_high,
-        "loss_agg": algo.loss_agg,
-        "importance_sampling_level": algo.importance,
-        "beta": algo.kl_coef,
-        "llds_coef": algo.llds_coef,
-        "llds_gate": algo.llds_gate,
+        "objective": asdict(config.algo),  # TRL's own copies (epsilon, beta, ...) are written from it
         "temperature": config.rollout.temperature,
         "num_generations": trainer.group_size,
         "per_device_train_batch_size": trainer.micro_batch_size,
@@ -212,7 +200,6 @@ def trl_settings(config: GRPOConfig) -> TrlSettings:
         "steps_per_generation": rollout_rows // trainer.micro_batch_size,
         "num_iterations": trainer.ppo_epochs,
     }
-    assert set(fields) == set(TRL_SOURCES), "TRL_SOURCES names every field set here"
     return TrlSettings(fields, config.reward.process_coef, config.reward.prm_weights)
 
 
@@ -229,14 +216,16 @@ def refuse_trl_overrides(trl_args: dict[str, Any]) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     hosts = subparsers.add_parser(
-        "hosts", help="an experiment's settings for veRL (overrides, AGENTGRPO_* env) or TRL (config)",
+        "hosts", help="an experiment's settings for veRL (overrides, AGENTGRPO_OBJECTIVE) or TRL (config)",
         description="Print the native GRPO config (grpo.yaml + experiment + overrides, as `agentgrpo train` "
-                    "loads it) in a host's terms: veRL's Hydra overrides and AGENTGRPO_* variables, or TRL's "
-                    "AgentGRPOConfig fields and PRM-Lite weight. Settings a host cannot reproduce are refused.")
+                    "loads it) in a host's terms: veRL's Hydra overrides and the objective as one JSON value "
+                    "(AGENTGRPO_OBJECTIVE), or TRL's AgentGRPOConfig fields (objective=...) and PRM-Lite weight. "
+                    "Settings a host cannot reproduce are refused.")
     hosts.add_argument("host", choices=HOSTS, help="the training framework")
     hosts.add_argument("--config", help="a YAML file merged over configs/grpo.yaml (as agentgrpo train --config)")
     hosts.add_argument("--format", choices=("shell", "json"), default=None,
-                       help="veRL: shell (default; `eval` it: exports + HOST_OVERRIDES=(...)) or json; TRL: json")
+                       help="veRL: shell (default; `eval` it: exports, HOST_BYPASS_MODE, HOST_OVERRIDES=(...)) or "
+                            "json; TRL: json")
     hosts.add_argument("overrides", nargs="*", metavar="key=value", help="native overrides, e.g. experiment=llds")
     hosts.set_defaults(func=run)
 

@@ -356,9 +356,7 @@ class GRPOTrainer:
         batch = collate(trajectories, self.chat.pad_token_id).to(self.device)
         advantages = self.estimator(
             batch.scores, batch.group_ids, batch.response_mask,
-            norm_by_std=algo.norm_by_std, turn_discount_alpha=algo.turn_discount_alpha,
-            turn_discount_unit=algo.turn_discount_unit, turn_credit=batch.turn_scores, turn_credit_mask=batch.turn_mask,
-            turn_credit_coef=algo.turn_credit_coef, eps=algo.adv_std_eps,
+            turn_credit=batch.turn_scores, turn_credit_mask=batch.turn_mask, **algo.estimator_kwargs(),
         )
         sign = algo.advantage_sign  # -1 only in the sanity check's negated control
         batch.advantages, batch.seq_advantages = sign * advantages.token, sign * advantages.sequence
@@ -444,9 +442,7 @@ class GRPOTrainer:
                 loss, parts = grpo_objective(
                     scores.logprobs, micro.old_logprobs, micro.advantages, micro.response_mask,
                     seq_adv=micro.seq_advantages, ref_logp=micro.ref_logprobs, entropy=scores.entropy,
-                    clip_low=algo.clip_low, clip_high=algo.clip_high, loss_agg=algo.loss_agg,
-                    importance=algo.importance, kl_coef=algo.kl_coef, kl_kind=algo.kl_kind,
-                    llds_coef=algo.llds_coef, llds_gate=algo.llds_gate, entropy_coef=algo.entropy_coef, **counts)
+                    **algo.loss_kwargs(), **counts)
                 loss.backward()
                 share = len(micro_rows) / len(rows)
                 for key, value in parts.items():  # loss/* add up over micro-batches; algo/* are row shares

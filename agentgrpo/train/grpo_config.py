@@ -3,100 +3,22 @@
 Each experiment of DESIGN.md §1 is a handful of values here (``configs/experiment/*.yaml``):
 the advantage estimator (``algo.adv_estimator``), the PRM-Lite coefficient
 (``reward.process_coef``) and the LLDS weight (``algo.llds_coef``). The trainer reads
-them and never branches on the experiment's name.
+them and never branches on the experiment's name. The ``algo`` section is
+``agentgrpo.algos.ObjectiveSettings``, the objective's one settings object, which the TRL
+and veRL integrations take too (``agentgrpo hosts``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentgrpo.algos import (
-    DISCOUNT_UNITS,
-    PRESETS,
-    AggMode,
-    DiscountUnit,
-    Gate,
-    Importance,
-    KLKind,
-    advantage_estimator_names,
-    check_loss_pairing,
-)
+from agentgrpo.algos import ObjectiveSettings, updates_per_rollout
 from agentgrpo.config import ConfigError, require
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import SPLIT_NAMES
 from agentgrpo.policy.settings import PolicyConfig
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.tracking import TrackingConfig
-
-
-@dataclass
-class AlgoConfig:
-    adv_estimator: str = "grpo"
-    """A name of the advantage-estimator registry (``agentgrpo.algos.advantage_estimator_names()``;
-    the presets are listed in ``agentgrpo.algos.PRESETS``)."""
-    norm_by_std: bool = True
-    """Divide group-centred rewards by the group std (GRPO); False = Dr. GRPO."""
-    adv_std_eps: float = 1e-6
-    """ε in A = (R − mean) / (std + ε). Raising it (e.g. 0.1) keeps groups whose rewards
-    differ only by the process score (all episodes succeed, or all fail) from being scaled
-    up to unit advantages, so PRM-Lite acts as a tie-breaker (docs/results/grpo-tuning.md)."""
-    turn_discount_alpha: float | None = None
-    """α of Turn-Discount weights α^(L−1−k); None uses the estimator's default (1.05 where it applies)."""
-    turn_discount_unit: DiscountUnit = "token"
-    """What Turn-Discount counts (DESIGN §3.3): ``token`` (the k-th of the L response tokens
-    gets α^(L−1−k)) or ``turn`` (every token of assistant turn j of J gets α^(J−1−j): the
-    per-turn discount). Only the turn_discount estimators discount."""
-    turn_credit_coef: float = 0.0
-    """β of per-turn PRM credit (DESIGN §3.4, prm_credit: turn); 0 disables it."""
-    clip_low: float = 0.2
-    """PPO clip ε below 1."""
-    clip_high: float = 0.2
-    """PPO clip ε above 1 (DAPO's clip-higher when larger than clip_low)."""
-    loss_agg: AggMode = "seq-mean-token-sum"
-    """How the per-token loss becomes a scalar (veRL's loss_agg_mode meanings)."""
-    importance: Importance = "token"
-    """Token-level PPO ratio, or GSPO's sequence-level ratio."""
-    kl_coef: float = 0.01
-    """β_kl of the KL-to-reference loss term; 0 skips the reference model."""
-    kl_kind: KLKind = "k3"
-    """KL estimator (k3 = veRL's low_var_kl)."""
-    llds_coef: float = 0.0
-    """λ of the LLDS likelihood-preserving regulariser (0.2 in the LLD paper)."""
-    llds_gate: Gate = "action"
-    """LLDS gate granularity."""
-    entropy_coef: float = 0.0
-    """Entropy bonus coefficient (0 = only logged)."""
-    advantage_sign: int = 1
-    """Debug control, never for training: -1 negates every advantage the estimator returns
-    (token and sequence), so the policy is pushed away from what was rewarded. The
-    ``negated`` arm of ``agentgrpo sanity`` uses it to show that learning needs the sign."""
-
-    def __post_init__(self) -> None:
-        require(self.advantage_sign in (1, -1), "algo.advantage_sign", self.advantage_sign,
-                "must be 1 or -1 (a debug control: -1 negates every advantage)")
-        names = advantage_estimator_names()
-        require(self.adv_estimator in names, "algo.adv_estimator", self.adv_estimator, f"must be one of {names}")
-        require(self.adv_std_eps > 0, "algo.adv_std_eps", self.adv_std_eps, "must be > 0")
-        alpha = self.turn_discount_alpha
-        require(alpha is None or alpha > 0, "algo.turn_discount_alpha", alpha, "must be > 0 (or null)")
-        require(self.turn_discount_unit in DISCOUNT_UNITS, "algo.turn_discount_unit", self.turn_discount_unit,
-                f"must be one of {list(DISCOUNT_UNITS)}")
-        preset = PRESETS.get(self.adv_estimator)
-        require(self.turn_discount_unit == "token" or preset is None or preset.turn_discount,
-                "algo.turn_discount_unit", self.turn_discount_unit,
-                f"has no effect with algo.adv_estimator={self.adv_estimator}, which does not discount: set "
-                "algo.adv_estimator=turn_discount (or turn_discount_lata), or algo.turn_discount_unit=token")
-        require(self.turn_credit_coef >= 0, "algo.turn_credit_coef", self.turn_credit_coef, "must be >= 0")
-        require(0 < self.clip_low < 1, "algo.clip_low", self.clip_low, "must be in (0, 1): the ratio is clipped "
-                "below at 1 - clip_low")
-        require(self.clip_high > 0, "algo.clip_high", self.clip_high, "must be > 0")
-        for key in ("kl_coef", "llds_coef", "entropy_coef"):
-            require(getattr(self, key) >= 0, f"algo.{key}", getattr(self, key), "must be >= 0")
-        try:
-            check_loss_pairing(self.adv_estimator, self.loss_agg, estimator_key="algo.adv_estimator",
-                               loss_agg_key="algo.loss_agg")
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
 
 
 @dataclass
@@ -112,7 +34,7 @@ class RewardConfig:
 
 @dataclass
 class TrainerConfig:
-    steps: int = 24
+    steps: int = 12
     """GRPO steps (one rollout batch each)."""
     tasks_per_step: int = 4
     """Tasks sampled per step (the seed: 4)."""
@@ -121,11 +43,13 @@ class TrainerConfig:
     ppo_epochs: int = 1
     """Passes over each rollout batch."""
     mini_batch_size: int = 16
-    """Trajectories per optimizer step; several mini-batches per rollout make LLDS active."""
+    """Trajectories per optimizer step; several mini-batches per rollout make LLDS active
+    (the default: 2 optimizer steps per rollout of 4 × 8)."""
     micro_batch_size: int = 8
     """Trajectories per forward/backward (gradient accumulation inside a mini-batch)."""
     lr: float = 5e-5
-    """AdamW learning rate (the seed used 5e-6 for 7B; tiny models need more)."""
+    """AdamW learning rate (the seed used 5e-6 for 7B; tiny models need more; 2e-4 broke the tiny
+    model's tool-call format in 3 steps, docs/results/grpo-tuning.md)."""
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     """AdamW's (β1, β2), each in [0, 1)."""
@@ -175,7 +99,7 @@ class TrainerConfig:
     learning curve of a policy that must read worlds it has not seen."""
     val_temperature: float = 0.0
     """Sampling temperature for validation (0 = greedy)."""
-    save_every: int = 0
+    save_every: int = 4
     """Checkpoint every N steps (0 = only at the end)."""
     keep_last: int = 2
     """Checkpoints kept on disk (older ones are deleted; 0 keeps every one)."""
@@ -245,7 +169,7 @@ class GRPOConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    algo: ObjectiveSettings = field(default_factory=ObjectiveSettings)
     reward: RewardConfig = field(default_factory=RewardConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
@@ -254,6 +178,13 @@ class GRPOConfig:
         if isinstance(self.policy, str):  # GRPOConfig(policy="DIR") from Python, like policy=DIR on the command line
             self.policy = PolicyConfig(init=self.policy)
         t = self.trainer
+        total = t.tasks_per_step * t.group_size
+        try:
+            self.algo.check(updates=self.updates_per_rollout, key_format="algo.{}",
+                            more_updates=f"set trainer.mini_batch_size to a proper divisor of {total} (now "
+                            f"{t.mini_batch_size}) or trainer.ppo_epochs >= 2 (now {t.ppo_epochs})")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         if t.val_every and not t.val_heldout and not self.env.splits.validation:
             raise ConfigError(
                 f"trainer.val_every={t.val_every} needs validation tasks but env.splits.validation="
@@ -264,20 +195,14 @@ class GRPOConfig:
                 f"algo.llds_coef={self.algo.llds_coef} with trainer.old_logprobs=rollout: the sampler's log-probs "
                 "come from another numeric path, so LLDS would penalise that mismatch (never 0 on unchanged "
                 "weights); set trainer.old_logprobs=recompute (or algo.llds_coef=0)")
-        if self.algo.llds_coef > 0 and self.updates_per_rollout == 1:
-            raise ConfigError(
-                f"algo.llds_coef={self.algo.llds_coef} never acts: with trainer.ppo_epochs={t.ppo_epochs} and "
-                f"trainer.mini_batch_size={t.mini_batch_size} (= tasks_per_step × group_size) there is one update "
-                "per rollout, where LLDS is 0; set trainer.mini_batch_size to a proper divisor of "
-                f"{t.tasks_per_step * t.group_size} or trainer.ppo_epochs >= 2 (or algo.llds_coef=0)")
 
     @property
     def updates_per_rollout(self) -> int:
         """Optimizer steps per rollout batch: PPO epochs × mini-batches."""
         t = self.trainer
-        return t.ppo_epochs * (t.tasks_per_step * t.group_size // t.mini_batch_size)
+        return updates_per_rollout(t.tasks_per_step * t.group_size, t.mini_batch_size, t.ppo_epochs)
 
     @property
     def llds_active(self) -> bool:
         """LLDS is identically 0 unless the policy moves between old log-probs and an update."""
-        return self.algo.llds_coef > 0 and self.updates_per_rollout > 1
+        return self.algo.llds_acts(self.updates_per_rollout)

@@ -115,8 +115,9 @@ start_user_server() {
 run_experiment() {
   local name=$1; shift
   prepare_data
-  # the experiment's settings: exports AGENTGRPO_LLDS_COEF, _LLDS_GATE, _LOSS_AGG, _IMPORTANCE,
-  # _PRM_COEF and sets the array HOST_OVERRIDES (refused, one line, when veRL cannot train it)
+  # the experiment's settings: exports the objective whole (AGENTGRPO_OBJECTIVE, one JSON value)
+  # and AGENTGRPO_PRM_COEF, sets HOST_BYPASS_MODE (false when LLDS needs recomputed log-probs)
+  # and the array HOST_OVERRIDES (refused, one line, when veRL cannot train it)
   local settings
   # shellcheck disable=SC2086  # GRPO_OVERRIDES is a space-separated list of key=value
   settings=$(python3 -m agentgrpo.cli hosts verl "experiment=$name" $GRPO_OVERRIDES)
@@ -128,17 +129,14 @@ run_experiment() {
   export VERL_USE_EXTERNAL_MODULES=agentgrpo.integrations.verl   # veRL 0.6-0.8 (0.9+: entry point)
   # registries and settings are per process: forward them to every Ray worker
   local forward=()
-  for var in VERL_USE_EXTERNAL_MODULES AGENTGRPO_PRM_COEF AGENTGRPO_LLDS_COEF AGENTGRPO_LLDS_GATE AGENTGRPO_LOSS_AGG \
-             AGENTGRPO_IMPORTANCE \
+  for var in VERL_USE_EXTERNAL_MODULES AGENTGRPO_OBJECTIVE AGENTGRPO_PRM_COEF \
              AGENTGRPO_USER_KIND AGENTGRPO_USER_MODEL AGENTGRPO_USER_BASE_URL AGENTGRPO_VERL_CONFIGS \
              AGENTGRPO_REWARD_FILE AGENTGRPO_DATA_DIR AGENTGRPO_POLICY_MODEL HF_HUB_OFFLINE \
              TRANSFORMERS_OFFLINE; do
     forward+=("+ray_kwargs.ray_init.runtime_env.env_vars.${var}='${!var}'")
   done
   local bypass=$BYPASS_MODE
-  if [[ "$bypass" == auto ]]; then
-    if python3 -c "import sys; sys.exit(float('$AGENTGRPO_LLDS_COEF') <= 0)"; then bypass=false; else bypass=true; fi
-  fi
+  if [[ "$bypass" == auto ]]; then bypass=$HOST_BYPASS_MODE; fi
   if [[ -n "$bypass" ]]; then forward+=("algorithm.rollout_correction.bypass_mode=$bypass"); fi
   # data files, model, agent-loop YAML and reward file come from the AGENTGRPO_* variables
   # that airline_grpo.yaml reads with ${oc.env:...}

@@ -6,8 +6,9 @@ import math
 
 import pytest
 import torch
+from helpers import objective
 
-from agentgrpo.algos import AGG_MODES, OBJECTIVE_METRICS, grpo_objective, preserve_token_count
+from agentgrpo.algos import AGG_MODES, OBJECTIVE_METRICS, preserve_token_count
 
 MASK = torch.tensor([[1, 1, 0], [1, 0, 1]])  # row 1: two actions (a tool observation between)
 TOKEN_ADV = torch.tensor([[0.5, 0.5, 0.0], [-1.0, 0.0, -1.0]])
@@ -31,7 +32,7 @@ def test_every_term_by_hand():
     kl = (-0.1 + 0.2 + 0.3 - 0.2) / 4  # k1 against ref = 0, mean over the 4 response tokens
     llds = (0.1 + 0.0) / 2  # token gate: Δ = old − logp = (0.1, −0.2) on row 0's 2 tokens
     entropy = (1 + 2 + 3 + 5) / 4
-    loss, metrics = grpo_objective(
+    loss, metrics = objective(
         _logp(), torch.zeros(2, 3), TOKEN_ADV, MASK, seq_adv=SEQ_ADV, ref_logp=torch.zeros(2, 3),
         entropy=ENTROPY, loss_agg="seq-mean-token-sum", kl_coef=0.1, kl_kind="k1", llds_coef=0.5,
         llds_gate="token", entropy_coef=0.01)
@@ -43,7 +44,7 @@ def test_every_term_by_hand():
     total = pg + 0.1 * kl + 0.5 * llds - 0.01 * entropy
     assert loss.item() == pytest.approx(total, rel=1e-6) and metrics["loss/total"] == pytest.approx(total, rel=1e-6)
     # the action gate: row 0's one action rose in total (0.1 − 0.2 < 0), so nothing is penalised
-    _, gated = grpo_objective(_logp(), torch.zeros(2, 3), TOKEN_ADV, MASK, seq_adv=SEQ_ADV, llds_coef=0.5)
+    _, gated = objective(_logp(), torch.zeros(2, 3), TOKEN_ADV, MASK, seq_adv=SEQ_ADV, llds_coef=0.5)
     assert gated["loss/llds"] == 0.0 and gated["algo/lld_action_rate"] == 0.0
     assert gated["algo/llds_preserve_frac"] == 0.5
 
@@ -51,15 +52,15 @@ def test_every_term_by_hand():
 @pytest.mark.parametrize("agg", AGG_MODES)
 def test_kl_and_llds_do_not_depend_on_the_pg_aggregation(agg):
     kwargs = dict(seq_adv=SEQ_ADV, ref_logp=torch.zeros(2, 3), kl_coef=0.1, llds_coef=0.5, llds_gate="token")
-    _, base = grpo_objective(_logp(), torch.zeros(2, 3), TOKEN_ADV, MASK, loss_agg="token-mean", **kwargs)
-    _, other = grpo_objective(_logp(), torch.zeros(2, 3), TOKEN_ADV, MASK, loss_agg=agg, **kwargs)
+    _, base = objective(_logp(), torch.zeros(2, 3), TOKEN_ADV, MASK, loss_agg="token-mean", **kwargs)
+    _, other = objective(_logp(), torch.zeros(2, 3), TOKEN_ADV, MASK, loss_agg=agg, **kwargs)
     assert other["loss/kl"] == base["loss/kl"] and other["loss/llds"] == base["loss/llds"]
 
 
 def test_the_sign_of_token_advantages_stands_in_for_the_sequence_advantage():
     kwargs = dict(ref_logp=torch.zeros(2, 3), kl_coef=0.1, llds_coef=0.5, llds_gate="token")
-    with_seq, _ = grpo_objective(_logp(), torch.zeros(2, 3), TOKEN_ADV, MASK, seq_adv=SEQ_ADV, **kwargs)
-    without, _ = grpo_objective(_logp(), torch.zeros(2, 3), TOKEN_ADV, MASK, **kwargs)
+    with_seq, _ = objective(_logp(), torch.zeros(2, 3), TOKEN_ADV, MASK, seq_adv=SEQ_ADV, **kwargs)
+    without, _ = objective(_logp(), torch.zeros(2, 3), TOKEN_ADV, MASK, **kwargs)
     assert torch.equal(with_seq, without)
     assert int(preserve_token_count(SEQ_ADV, MASK)) == int(preserve_token_count(TOKEN_ADV, MASK)) == 2
 
@@ -74,10 +75,10 @@ def test_micro_batches_with_the_batch_counts_add_up_to_the_batch(agg):
     ref = -torch.rand(6, 12, generator=g)
     logp = (old + 0.2 * torch.randn(6, 12, generator=g)).requires_grad_()
     coefs = dict(ref_logp=ref, kl_coef=0.05, llds_coef=0.2, loss_agg=agg, llds_gate="token")
-    whole, _ = grpo_objective(logp, old, token_adv, mask, seq_adv=adv, **coefs)
+    whole, _ = objective(logp, old, token_adv, mask, seq_adv=adv, **coefs)
     (whole_grad,) = torch.autograd.grad(whole, logp)
     counts = dict(num_tokens=mask.sum(), num_seqs=6, num_preserve_tokens=preserve_token_count(adv, mask))
-    parts = sum(grpo_objective(logp[rows], old[rows], token_adv[rows], mask[rows], seq_adv=adv[rows],
+    parts = sum(objective(logp[rows], old[rows], token_adv[rows], mask[rows], seq_adv=adv[rows],
                                **{**coefs, "ref_logp": ref[rows]}, **counts)[0]
                 for rows in (slice(0, 2), slice(2, 6)))
     (parts_grad,) = torch.autograd.grad(parts, logp)
@@ -88,8 +89,8 @@ def test_micro_batches_with_the_batch_counts_add_up_to_the_batch(agg):
 def test_bad_coefficients_and_missing_inputs_are_refused():
     args = (_logp(), torch.zeros(2, 3), TOKEN_ADV, MASK)
     with pytest.raises(ValueError, match="kl_coef"):
-        grpo_objective(*args, kl_coef=-0.1)
+        objective(*args, kl_coef=-0.1)
     with pytest.raises(ValueError, match="ref_logp"):
-        grpo_objective(*args, kl_coef=0.1)
+        objective(*args, kl_coef=0.1)
     with pytest.raises(ValueError, match="entropy"):
-        grpo_objective(*args, entropy_coef=0.1)
+        objective(*args, entropy_coef=0.1)

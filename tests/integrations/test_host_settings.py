@@ -2,11 +2,12 @@
 
 For every experiment the command's printed output is taken as the launch scripts take it,
 and the host reads it: veRL's Hydra composes ``airline_grpo.yaml`` with the overrides, the
-plugin's own setting readers (``estimator_settings``, ``loss_settings``, ``prm_coef``,
-``checks.updates_per_rollout``) and veRL's config dataclasses read the result, and the
-estimator and loss veRL's registries hand out are run on a batch against ``agentgrpo.algos``
-called with the native values; TRL's ``AgentGRPOConfig`` (and once, ``AgentGRPOTrainer``) is
-built from the printed fields. ``joint_turn`` (per-turn PRM credit) is refused on both.
+plugin's own readers (``read_objective`` of the one ``AGENTGRPO_OBJECTIVE`` value,
+``estimator_settings``, ``loss_settings``, ``prm_coef``, ``checks.updates_per_rollout``) and
+veRL's config dataclasses read the result, and the estimator and loss veRL's registries hand
+out are run on a batch against ``agentgrpo.algos`` called with the native values; TRL's
+``AgentGRPOConfig`` (and once, ``AgentGRPOTrainer``) is built from the printed fields.
+``joint_turn`` (per-turn PRM credit) is refused on both.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -91,17 +93,20 @@ def test_verl_reads_the_native_numbers(experiment, verl_host, capsys):
     from agentgrpo.integrations.verl.estimators import estimator_settings
     from agentgrpo.integrations.verl.losses import loss_settings
     from agentgrpo.integrations.verl.reward import prm_coef
+    from agentgrpo.integrations.verl.settings import read_objective
 
     native, config = verl_host(capsys, experiment)
     algo, trainer = native.algo, native.trainer
+    assert read_objective() == algo  # the objective reaches veRL whole
     assert config.algorithm.adv_estimator == f"agentgrpo_{algo.adv_estimator}"
-    assert estimator_settings(config.algorithm) == {
+    assert estimator_settings() == {
         "norm_by_std": algo.norm_by_std, "turn_discount_alpha": algo.turn_discount_alpha,
-        "turn_discount_unit": algo.turn_discount_unit, "eps": algo.adv_std_eps}
+        "turn_discount_unit": algo.turn_discount_unit, "turn_credit_coef": 0.0, "eps": algo.adv_std_eps}
     actor = omega_conf_to_dataclass(config.actor_rollout_ref.actor)
-    assert loss_settings(actor) == {
+    assert loss_settings() == {  # β and the entropy bonus: veRL's own terms (below)
         "llds_coef": algo.llds_coef, "llds_gate": algo.llds_gate, "loss_agg": algo.loss_agg,
-        "importance": algo.importance, "clip_low": algo.clip_low, "clip_high": algo.clip_high}
+        "importance": algo.importance, "clip_low": algo.clip_low, "clip_high": algo.clip_high,
+        "kl_coef": 0.0, "kl_kind": algo.kl_kind, "entropy_coef": 0.0}
     assert (actor.use_kl_loss, actor.kl_loss_coef, actor.kl_loss_type, actor.entropy_coeff) == (
         algo.kl_coef > 0, algo.kl_coef, algo.kl_kind, algo.entropy_coef)
     assert prm_coef() == native.reward.process_coef
@@ -129,9 +134,7 @@ def test_verls_estimator_and_loss_compute_the_native_values(experiment, verl_hos
     scores, ids, mask, token_rewards = _multi_turn_batch()
     ours, _ = core_algos.get_adv_estimator_fn(config.algorithm.adv_estimator)(
         token_level_rewards=token_rewards, response_mask=mask, config=config.algorithm, index=ids)
-    expected = get_advantage_estimator(algo.adv_estimator)(
-        scores, list(ids), mask, norm_by_std=algo.norm_by_std, turn_discount_alpha=algo.turn_discount_alpha,
-        turn_discount_unit=algo.turn_discount_unit, eps=algo.adv_std_eps).token
+    expected = get_advantage_estimator(algo.adv_estimator)(scores, list(ids), mask, **algo.estimator_kwargs()).token
     assert torch.allclose(ours * mask, expected, rtol=1e-6, atol=1e-7)  # off the mask: the carried LLDS count
 
     g = torch.Generator().manual_seed(3)
@@ -141,15 +144,14 @@ def test_verls_estimator_and_loss_compute_the_native_values(experiment, verl_hos
     loss, _ = core_algos.get_policy_loss_fn(config.actor_rollout_ref.actor.policy_loss.loss_mode)(
         old_log_prob=old, log_prob=logp, advantages=expected, response_mask=mask.bool(),
         loss_agg_mode=actor.loss_agg_mode, config=actor, rollout_is_weights=None)
-    reference, _ = grpo_objective(
-        logp, old, expected, mask, clip_low=algo.clip_low, clip_high=algo.clip_high, loss_agg=algo.loss_agg,
-        importance=algo.importance, llds_coef=algo.llds_coef, llds_gate=algo.llds_gate,
-        num_tokens=mask.sum(), num_seqs=(mask.sum(-1) > 0).sum(),
-        num_preserve_tokens=preserve_token_count(expected, mask))
+    counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum(),
+              "num_preserve_tokens": preserve_token_count(expected, mask)}
+    no_kl = replace(algo, kl_coef=0.0)  # veRL adds β·KL itself (test_objective_parity covers it)
+    reference, _ = grpo_objective(logp, old, expected, mask, **no_kl.loss_kwargs(), **counts)
     assert torch.allclose(loss, reference, rtol=1e-6, atol=1e-7)
     if algo.llds_coef > 0:  # λ reached the loss: without it the value differs
-        without, _ = grpo_objective(logp, old, expected, mask, clip_low=algo.clip_low, clip_high=algo.clip_high,
-                                    loss_agg=algo.loss_agg, num_tokens=mask.sum(), num_seqs=(mask.sum(-1) > 0).sum())
+        without, _ = grpo_objective(logp, old, expected, mask, **replace(no_kl, llds_coef=0.0).loss_kwargs(),
+                                    **counts)
         assert not torch.allclose(loss, without)
 
 
@@ -163,15 +165,13 @@ def test_trl_reads_the_native_numbers(experiment, capsys, tmp_path):
     out = printed(capsys, "trl", f"experiment={experiment}")
     args = AgentGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", **out["config"])
     algo, trainer = native.algo, native.trainer
-    assert (args.adv_estimator, args.scale_rewards == "group", args.adv_std_eps) == (
-        algo.adv_estimator, algo.norm_by_std, algo.adv_std_eps)
-    assert (args.turn_discount_alpha, args.turn_discount_unit) == (algo.turn_discount_alpha, algo.turn_discount_unit)
-    # GRPOTrainer's reading: epsilon_low = epsilon, epsilon_high falls back to epsilon
+    assert args.objective_settings == algo  # the objective reaches TRL whole
+    # TRL's own copies, written from it (GRPOTrainer: epsilon_low = epsilon; epsilon_high falls back to epsilon)
     epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon
     assert (args.epsilon, epsilon_high) == (algo.clip_low, algo.clip_high)
-    assert (args.loss_agg, args.importance_sampling_level, args.beta) == (algo.loss_agg, algo.importance, algo.kl_coef)
-    assert (args.llds_coef, args.llds_gate, args.temperature) == (
-        algo.llds_coef, algo.llds_gate, native.rollout.temperature)
+    assert (args.scale_rewards == "group", args.importance_sampling_level, args.beta) == (
+        algo.norm_by_std, algo.importance, algo.kl_coef)
+    assert args.temperature == native.rollout.temperature
     # one process: a generation batch is one rollout, an optimizer step one mini-batch
     assert args.generation_batch_size == trainer.tasks_per_step * trainer.group_size
     assert args.num_generations == trainer.group_size
@@ -208,7 +208,7 @@ def test_the_trl_trainer_takes_the_printed_config(capsys, tmp_path, bundle):
     assert (trainer.num_iterations, trainer.num_generations, trainer.temperature) == (
         2, native.trainer.group_size, native.rollout.temperature)
     assert trainer.importance_sampling_level == algo.importance
-    assert (trainer.args.llds_coef, trainer.args.adv_estimator) == (0.2, "lata")
+    assert (trainer.args.objective_settings.llds_coef, trainer.args.objective_settings.adv_estimator) == (0.2, "lata")
     assert trainer.reward_funcs[0].coef == 0.3
 
 
@@ -223,7 +223,6 @@ def test_joint_turn_is_refused_in_one_line_naming_the_setting(host, capsys):
     ("verl", ["trainer.mini_batch_size=4", "trainer.micro_batch_size=4"],
      "trainer.mini_batch_size=4 is not a multiple of trainer.group_size=8"),
     ("verl", ["reward.prm_weights=/x.yaml"], "reward.prm_weights=/x.yaml"),
-    ("trl", ["algo.kl_kind=k1"], "algo.kl_kind=k1"),
     ("trl", ["algo.entropy_coef=0.01"], "algo.entropy_coef=0.01"),
     ("verl", ["trainer.dynamic_sampling=true"], "trainer.dynamic_sampling=true"),
     ("trl", ["trainer.task_sampler=frontier"], "trainer.task_sampler=frontier"),
@@ -237,21 +236,32 @@ def test_trl_fields_the_experiment_sets_are_refused_naming_the_native_key():
     refuse_trl_overrides({"logging_steps": 1, "learning_rate": 1e-5})  # the host's own: fine
     with pytest.raises(ConfigError, match=r"beta \(set algo.kl_coef=...\), epsilon \(set algo.clip_low=...\)"):
         refuse_trl_overrides({"beta": 0.0, "epsilon": 0.3})
-    assert set(TRL_SOURCES.values()) >= {"algo.llds_coef", "algo.adv_estimator", "rollout.temperature"}
+    with pytest.raises(ConfigError, match=r"objective \(set algo.\*=...\)"):
+        refuse_trl_overrides({"objective": {"llds_coef": 0.3}})
+    assert set(TRL_SOURCES.values()) >= {"algo.*", "algo.kl_coef", "rollout.temperature"}
 
 
 def test_the_shell_form_is_what_the_launch_scripts_evaluate(capsys):
-    """``eval "$(agentgrpo hosts verl ...)"`` in bash gives the JSON form's variables and overrides."""
+    """``eval "$(agentgrpo hosts verl ...)"`` in bash gives the JSON form's variables and overrides,
+    and the objective arrives whole: one variable, the native ``algo`` section's JSON."""
+    from agentgrpo.integrations.verl.settings import read_objective
+
     as_json = printed(capsys, "verl", "experiment=joint_llds", "algo.llds_coef=0.3")
     script = ('eval "$(' + f"'{sys.executable}'" + ' -m agentgrpo.cli hosts verl experiment=joint_llds '
-              'algo.llds_coef=0.3)"; env | grep ^AGENTGRPO_ | sort; printf "%s\\n" "${HOST_OVERRIDES[@]}"')
+              'algo.llds_coef=0.3)"; env | grep ^AGENTGRPO_ | sort; echo "$HOST_BYPASS_MODE"; '
+              'printf "%s\\n" "${HOST_OVERRIDES[@]}"')
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTGRPO_")}
     run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[: len(as_json["env"])] == sorted(f"{k}={v}" for k, v in as_json["env"].items())
-    assert lines[len(as_json["env"]):] == as_json["overrides"]
-    assert "AGENTGRPO_LLDS_COEF=0.3" in lines and "algorithm.adv_estimator=agentgrpo_lata" in lines
+    assert sorted(as_json["env"]) == ["AGENTGRPO_OBJECTIVE", "AGENTGRPO_PRM_COEF"]
+    assert lines[:2] == sorted(f"{k}={v}" for k, v in as_json["env"].items())
+    assert lines[2] == "false" and as_json["bypass_mode"] is False  # λ > 0: old log-probs recomputed
+    assert lines[3:] == as_json["overrides"]
+    assert "algorithm.adv_estimator=agentgrpo_lata" in lines
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENTGRPO_OBJECTIVE", lines[0].split("=", 1)[1])
+        assert read_objective() == load_native(["experiment=joint_llds", "algo.llds_coef=0.3"]).algo
 
 
 def test_the_command_loads_the_config_as_train_does(capsys, tmp_path):
@@ -259,6 +269,7 @@ def test_the_command_loads_the_config_as_train_does(capsys, tmp_path):
     extra = tmp_path / "extra.yaml"
     extra.write_text("algo: {clip_high: 0.28}\nrollout: {temperature: 0.7}\n")
     out = printed(capsys, "trl", "--config", str(extra), "experiment=lata", "algo.kl_coef=0")
-    assert (out["config"]["epsilon_high"], out["config"]["temperature"], out["config"]["beta"]) == (0.28, 0.7, 0.0)
+    objective = out["config"]["objective"]
+    assert (objective["clip_high"], out["config"]["temperature"], objective["kl_coef"]) == (0.28, 0.7, 0.0)
     assert main(["hosts", "verl", "algo.bogus=1"]) == 2
     assert "algo.bogus" in capsys.readouterr().err

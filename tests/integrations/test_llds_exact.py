@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import export_objective, objective
 
-from agentgrpo.algos import AGG_MODES, grpo_objective, preserve_token_count
+from agentgrpo.algos import AGG_MODES, preserve_token_count
 
 ROWS, T, MINI = 16, 14, 8
 LLDS_COEF = 0.2
@@ -57,7 +58,7 @@ def _native(rows: torch.Tensor, agg: str, micro: int | None, unchanged: bool = F
         logp = logp_values[rows].clone().requires_grad_()
         total = 0.0
         for part in torch.split(torch.arange(len(rows)), micro or len(rows)):
-            loss, _ = grpo_objective(logp[part], o[part], adv[part], m[part], loss_agg=agg, llds_coef=coef, **counts)
+            loss, _ = objective(logp[part], o[part], adv[part], m[part], loss_agg=agg, llds_coef=coef, **counts)
             loss.backward()
             total += loss.detach()
         return total, logp.grad
@@ -83,13 +84,12 @@ def _verl(dp: int, micro: int, agg: str, monkeypatch, unchanged: bool = False):
     import agentgrpo.integrations.verl  # noqa: F401  (registers agentgrpo_llds)
     from agentgrpo.integrations.verl.estimators import carry_preserve_counts
 
-    monkeypatch.setenv("AGENTGRPO_LOSS_AGG", agg)
     mask, token_adv, old, logp_values = _batch(unchanged)
     carried = carry_preserve_counts(token_adv, mask, MINI, dp)  # what the estimator hands veRL
     results = []
     for rows in _mini_batches(dp):
         def run(coef, rows=rows):
-            monkeypatch.setenv("AGENTGRPO_LLDS_COEF", str(coef))
+            export_objective(monkeypatch, loss_agg=agg, llds_coef=coef)  # as the launch exports it
             config = FSDPActorConfig(
                 strategy="fsdp", rollout_n=MINI, ppo_micro_batch_size_per_gpu=micro, use_kl_loss=False,
                 loss_agg_mode="token-mean", policy_loss=PolicyLossConfig(loss_mode="agentgrpo_llds"))
@@ -122,7 +122,6 @@ def _trl(trainer, micro: int, agg: str, unchanged: bool = False):
     steps = MINI // micro
     trainer.args.gradient_accumulation_steps = steps
     trainer.current_gradient_accumulation_steps = steps
-    trainer.args.loss_agg = agg
     parts = list(torch.arange(ROWS).split(micro))
     results = []
     for window in range(ROWS // MINI):
@@ -130,7 +129,7 @@ def _trl(trainer, micro: int, agg: str, unchanged: bool = False):
         rows = torch.cat(window_parts)
 
         def run(coef, window_parts=window_parts, rows=rows):
-            trainer.args.llds_coef = coef
+            trainer.args.objective = {**trainer.args.objective, "loss_agg": agg, "llds_coef": coef}
             batches = [{"completion_mask": mask[p], "advantages": token_adv[p], "old_per_token_logps": old[p],
                         "num_items_in_batch": mask.sum().float()} for p in window_parts]
             trainer.count_windows(batches)
@@ -192,7 +191,6 @@ def test_the_verl_estimator_carries_each_mini_batchs_count():
 
 
 @pytest.mark.parametrize("agg", AGG_MODES)
-@pytest.mark.filterwarnings("ignore:llds_coef > 0 but every batch")  # the batch is given, not generated
 def test_trl_llds_is_the_native_value_for_every_accumulation(agg, tiny_policy_dir, tmp_path):
     pytest.importorskip("trl")
     from datasets import Dataset
@@ -203,8 +201,9 @@ def test_trl_llds_is_the_native_value_for_every_accumulation(agg, tiny_policy_di
     model, tokenizer = load_policy(tiny_policy_dir)
     args = AgentGRPOConfig(
         output_dir=str(tmp_path), per_device_train_batch_size=MINI, num_generations=MINI, steps_per_generation=2,
-        gradient_accumulation_steps=1, max_completion_length=T, beta=0.0, llds_coef=LLDS_COEF,
-        adv_estimator="dr_grpo", report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True)
+        gradient_accumulation_steps=1, max_completion_length=T,
+        objective={"kl_coef": 0.0, "llds_coef": LLDS_COEF, "adv_estimator": "dr_grpo"},
+        report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True)
     trainer = AgentGRPOTrainer(model=model, processing_class=tokenizer, args=args,
                                reward_funcs=[lambda completions, **kw: [0.0] * len(completions)],
                                train_dataset=Dataset.from_dict({"prompt": ["hello"] * MINI}))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentgrpo.algos import AGG_MODES, grpo_objective, preserve_token_count
+from agentgrpo.algos import AGG_MODES, ObjectiveSettings, grpo_objective, preserve_token_count
 
 B, T = 6, 14
 CLIP_LOW, CLIP_HIGH = 0.2, 0.28
@@ -29,20 +29,24 @@ def _batch():
     return mask, seq_adv, token_adv, old, ref, logp
 
 
+def _settings(agg: str) -> ObjectiveSettings:
+    """The one objective all three trainers are given."""
+    return ObjectiveSettings(adv_estimator="dr_grpo", clip_low=CLIP_LOW, clip_high=CLIP_HIGH, loss_agg=agg,
+                             kl_coef=KL_COEF, kl_kind="k3", llds_coef=LLDS_COEF)
+
+
 def _native(agg: str):
     """What ``GRPOTrainer._mini_batch_update`` computes for a one-micro-batch mini-batch."""
     mask, seq_adv, token_adv, old, ref, logp_values = _batch()
     logp = logp_values.clone().requires_grad_()
     loss, metrics = grpo_objective(
-        logp, old, token_adv, mask, seq_adv=seq_adv, ref_logp=ref, clip_low=CLIP_LOW, clip_high=CLIP_HIGH,
-        loss_agg=agg, kl_coef=KL_COEF, kl_kind="k3", llds_coef=LLDS_COEF,
+        logp, old, token_adv, mask, seq_adv=seq_adv, ref_logp=ref, **_settings(agg).loss_kwargs(),
         num_tokens=mask.sum(), num_seqs=B, num_preserve_tokens=preserve_token_count(seq_adv, mask))
     loss.backward()
     return loss.detach(), metrics, logp.grad
 
 
 @pytest.mark.parametrize("agg", AGG_MODES)
-@pytest.mark.filterwarnings("ignore:llds_coef > 0 but every batch")  # the batch is given, not generated
 def test_trl_loss_is_the_native_objective(agg, tiny_policy_dir, tmp_path):
     pytest.importorskip("trl")
     from datasets import Dataset
@@ -53,8 +57,8 @@ def test_trl_loss_is_the_native_objective(agg, tiny_policy_dir, tmp_path):
     model, tokenizer = load_policy(tiny_policy_dir)
     args = AgentGRPOConfig(
         output_dir=str(tmp_path), per_device_train_batch_size=B, num_generations=B, steps_per_generation=1,
-        gradient_accumulation_steps=1, max_completion_length=T, beta=KL_COEF, epsilon=CLIP_LOW,
-        epsilon_high=CLIP_HIGH, llds_coef=LLDS_COEF, loss_agg=agg, adv_estimator="dr_grpo",
+        num_iterations=2,  # two updates per generation batch: LLDS acts
+        gradient_accumulation_steps=1, max_completion_length=T, objective=_settings(agg),
         report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True)
     trainer = AgentGRPOTrainer(model=model, processing_class=tokenizer, args=args,
                                reward_funcs=[lambda completions, **kw: [0.0] * len(completions)],
@@ -87,10 +91,9 @@ def test_verl_ppo_loss_is_the_native_objective(agg, monkeypatch):
     from verl.workers.utils.losses import ppo_loss
 
     import agentgrpo.integrations.verl  # noqa: F401  (registers agentgrpo_llds)
+    from agentgrpo.integrations.verl.settings import OBJECTIVE_ENV, objective_json
 
-    monkeypatch.setenv("AGENTGRPO_LLDS_COEF", str(LLDS_COEF))
-    monkeypatch.setenv("AGENTGRPO_LOSS_AGG", agg)
-    monkeypatch.setenv("AGENTGRPO_LLDS_GATE", "action")
+    monkeypatch.setenv(OBJECTIVE_ENV, objective_json(_settings(agg)))  # as the launch scripts export it
     config = FSDPActorConfig(
         strategy="fsdp", rollout_n=B, ppo_micro_batch_size_per_gpu=B, clip_ratio_low=CLIP_LOW,
         clip_ratio_high=CLIP_HIGH, use_kl_loss=True, kl_loss_coef=KL_COEF, kl_loss_type="low_var_kl",

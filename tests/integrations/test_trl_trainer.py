@@ -83,7 +83,7 @@ def tiny(tmp_path_factory, bundle):
     )
 
 
-def _args(tmp_path, **overrides) -> AgentGRPOConfig:
+def _args(tmp_path, objective: dict | None = None, **overrides) -> AgentGRPOConfig:
     settings = dict(
         output_dir=str(tmp_path),
         per_device_train_batch_size=ROWS,
@@ -99,9 +99,7 @@ def _args(tmp_path, **overrides) -> AgentGRPOConfig:
         save_strategy="no",
         disable_tqdm=True,
         logging_steps=1,
-        beta=0.0,
-        adv_estimator="lata",
-        llds_coef=LLDS_COEF,
+        objective={"kl_coef": 0.0, "adv_estimator": "lata", "llds_coef": LLDS_COEF, **(objective or {})},
     )
     settings.update(overrides)
     return AgentGRPOConfig(**settings)
@@ -156,16 +154,27 @@ def test_two_steps_with_lata_and_llds_match_algos(tmp_path, tiny, bundle):
 
 
 def test_config_rejects_what_the_loss_does_not_implement(tmp_path):
-    for overrides, message in (
-        ({"scale_rewards": "batch"}, "scale_rewards"),
-        ({"adv_estimator": "cubic"}, "adv_estimator"),
-        ({"adv_estimator": "grpo", "loss_agg": "token-mean"}, "divides by the response length twice"),
-        ({"adv_std_eps": 0.0}, "adv_std_eps"),
-        ({"loss_agg": "mean"}, "loss_agg"),
-        ({"entropy_coef": 0.01}, "entropy_coef"),
-        ({"loss_type": "cispo"}, "PPO-clip"),
-        ({"turn_discount_alpha": -1.0}, "turn_discount_alpha"),
+    for objective, overrides, message in (
+        ({}, {"scale_rewards": "batch"}, "scale_rewards"),
+        ({"adv_estimator": "cubic"}, {}, "objective.adv_estimator='cubic'"),
+        ({"adv_estimator": "grpo", "loss_agg": "token-mean"}, {}, "divides by the response length twice"),
+        ({"adv_std_eps": 0.0}, {}, "objective.adv_std_eps"),
+        ({"loss_agg": "mean"}, {}, "objective.loss_agg"),
+        ({"entropy_coef": 0.01}, {}, "algo.entropy_coef=0.01: AgentGRPOTrainer has no entropy bonus"),
+        ({"turn_credit_coef": 0.3}, {}, "per-turn PRM credit"),
+        ({}, {"entropy_coef": 0.01}, "entropy_coef"),
+        ({}, {"loss_type": "cispo"}, "PPO-clip"),
+        ({"turn_discount_alpha": -1.0}, {}, "objective.turn_discount_alpha"),
+        ({"bogus": 1}, {}, r"objective: unknown keys \['bogus'\]"),
+        # TRL's own copies of the objective's values are written from it, never set beside it
+        ({}, {"beta": 0.04}, "beta=0.04 contradicts objective kl_coef=0.0"),
+        ({"norm_by_std": True}, {"scale_rewards": False}, "scale_rewards='none' contradicts objective norm_by_std"),
+        # one update per generation batch: TRL drops old_per_token_logps, LLDS would be 0
+        ({}, {"steps_per_generation": 1}, "objective.llds_coef=0.2 never acts.*num_iterations >= 2"),
     ):
         with pytest.raises(ValueError, match=message):
-            _args(tmp_path, **overrides)
-    assert _args(tmp_path, scale_rewards=False).scale_rewards == "none"  # TRL's bool spelling
+            _args(tmp_path, objective, **overrides)
+    assert _args(tmp_path, {"norm_by_std": False}, scale_rewards=False).scale_rewards == "none"  # TRL's bool
+    args = _args(tmp_path, {"clip_high": 0.28, "kl_coef": 0.02, "importance": "sequence"})
+    assert (args.epsilon, args.epsilon_high, args.beta, args.importance_sampling_level) == (0.2, 0.28, 0.02, "sequence")
+    assert args.objective_settings.llds_coef == LLDS_COEF and args.to_dict()["objective"]["clip_high"] == 0.28

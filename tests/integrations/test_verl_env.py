@@ -330,11 +330,9 @@ def test_configs_only_set_keys_verl_knows(monkeypatch):
         base = compose("ppo_trainer")
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
         composed = compose("airline_grpo", overrides=["algorithm.adv_estimator=agentgrpo_lata"])
-    # ours: Turn-Discount's settings and the PPO mini-batch layout the agentgrpo_* estimators count
-    # LLDS's preserve set over (checked against the actor's by the launch check)
-    extras = {"algorithm.adv_std_eps", "algorithm.turn_discount_alpha", "algorithm.turn_discount_unit",
-              "algorithm.llds_rollout_n",
-              "algorithm.llds_dp_size", "algorithm.llds_mini_batch_size"}
+    # ours: the PPO mini-batch layout the agentgrpo_* estimators count LLDS's preserve set over
+    # (checked against the actor's by the launch check); the objective is AGENTGRPO_OBJECTIVE, not here
+    extras = {"algorithm.llds_rollout_n", "algorithm.llds_dp_size", "algorithm.llds_mini_batch_size"}
 
     def keys(tree, prefix=""):
         for key, value in tree.items():

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from helpers import export_objective
 
 pytest.importorskip("verl")
 pytestmark = pytest.mark.verl
@@ -126,9 +127,10 @@ def _multi_turn_batch(seed: int, batch: int = 8, length: int = 24, group_size: i
 
 @pytest.mark.parametrize("name", sorted(ESTIMATOR_TO_ALGOS))
 @pytest.mark.parametrize("norm_by_std", [True, False])
-def test_estimators_equal_algos_through_verl_lookup(name, norm_by_std):
+def test_estimators_equal_algos_through_verl_lookup(name, norm_by_std, monkeypatch):
     rewards, mask, index, scores = _multi_turn_batch(seed=len(name) + norm_by_std)
-    config = OmegaConf.create({"adv_estimator": name, "norm_adv_by_std_in_grpo": norm_by_std})
+    export_objective(monkeypatch, adv_estimator=ESTIMATOR_TO_ALGOS[name], norm_by_std=norm_by_std)
+    config = OmegaConf.create({"adv_estimator": name})
     fn = core_algos.get_adv_estimator_fn(name)
     advantages, returns = fn(
         token_level_rewards=rewards, response_mask=mask, config=config, index=index
@@ -156,27 +158,19 @@ def test_lata_by_hand():
     assert torch.allclose(adv, expected, rtol=1e-6)
 
 
-def test_settings_come_from_algorithm_config_then_environment(monkeypatch):
+def test_estimator_settings_come_from_the_exported_objective(monkeypatch):
     rewards, mask, index, scores = _multi_turn_batch(seed=7)
     fn = core_algos.get_adv_estimator_fn("agentgrpo_turn_discount")
     adv = group_advantages(scores, list(index))
-    by_config = fn(
-        token_level_rewards=rewards,
-        response_mask=mask,
-        index=index,
-        config=OmegaConf.create({"turn_discount_alpha": 1.2, "turn_discount_unit": "turn"}),
-    )[0]
-    assert torch.equal(
-        by_config, token_advantages(adv, mask, "linear", 1.2, turn_discount_unit="turn")
-    )
-    monkeypatch.setenv("AGENTGRPO_TURN_DISCOUNT_ALPHA", "0.9")
-    by_env = fn(
-        token_level_rewards=rewards, response_mask=mask, index=index, config=OmegaConf.create({})
-    )[0]
-    assert torch.equal(by_env, token_advantages(adv, mask, "linear", 0.9))
-    monkeypatch.setenv("AGENTGRPO_TURN_DISCOUNT_UNIT", "quadratic")
-    with pytest.raises(ValueError, match="AGENTGRPO_TURN_DISCOUNT_UNIT"):
+    export_objective(monkeypatch, adv_estimator="turn_discount", turn_discount_alpha=1.2, turn_discount_unit="turn")
+    by_objective = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=OmegaConf.create({}))[0]
+    assert torch.equal(by_objective, token_advantages(adv, mask, "linear", 1.2, turn_discount_unit="turn"))
+    monkeypatch.setenv("AGENTGRPO_OBJECTIVE", '{"turn_discount_alpha": 0.9, "alpha": 1}')
+    with pytest.raises(ValueError, match="AGENTGRPO_OBJECTIVE must be a JSON object of .*'alpha'"):
         fn(token_level_rewards=rewards, response_mask=mask, index=index, config=None)
+    monkeypatch.setenv("AGENTGRPO_OBJECTIVE", '{"turn_discount_alpha": 0.9}')  # unset fields: the defaults
+    by_default = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=None)[0]
+    assert torch.equal(by_default, token_advantages(adv, mask, "linear", 0.9))
     with pytest.raises(ValueError, match="group ids"):
         fn(token_level_rewards=rewards, response_mask=mask, config=None)
 
@@ -202,8 +196,14 @@ def _loss_batch(seed: int, batch: int = 6, length: int = 20):
     return old, logp, adv, mask
 
 
-def _call_ours(agg: str, old, logp, adv, mask, global_info, loss_agg_mode="token-mean"):
-    os.environ["AGENTGRPO_LOSS_AGG"] = agg  # removed again by the autouse fixture
+def _call_ours(agg: str, old, logp, adv, mask, global_info, loss_agg_mode="token-mean", llds_coef=0.0,
+               llds_gate="action"):
+    with pytest.MonkeyPatch.context() as patch:  # the objective as the launch exports it
+        export_objective(patch, loss_agg=agg, clip_low=0.2, clip_high=0.28, llds_coef=llds_coef, llds_gate=llds_gate)
+        return _lookup_ours(old, logp, adv, mask, global_info, loss_agg_mode)
+
+
+def _lookup_ours(old, logp, adv, mask, global_info, loss_agg_mode):
     return core_algos.get_policy_loss_fn("agentgrpo_llds")(
         old_log_prob=old,
         log_prob=logp,
@@ -220,11 +220,9 @@ def _call_ours(agg: str, old, logp, adv, mask, global_info, loss_agg_mode="token
     "global_info",
     [{}, {"dp_size": 2, "batch_num_tokens": 150, "global_batch_size": 11, "loss_scale_factor": 64}],
 )
-def test_llds_loss_equals_algos_through_verl_lookup(monkeypatch, agg, global_info):
-    monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0.3")
-    monkeypatch.setenv("AGENTGRPO_LLDS_GATE", "token")
+def test_llds_loss_equals_algos_through_verl_lookup(agg, global_info):
     old, logp, adv, mask = _loss_batch(seed=len(agg))
-    loss, metrics = _call_ours(agg, old, logp, adv, mask, global_info)
+    loss, metrics = _call_ours(agg, old, logp, adv, mask, global_info, llds_coef=0.3, llds_gate="token")
     dp = global_info.get("dp_size", 1)
     local_tokens = mask.sum()
     tokens = global_info["batch_num_tokens"] / dp if global_info else local_tokens
@@ -248,7 +246,7 @@ def test_llds_loss_equals_algos_through_verl_lookup(monkeypatch, agg, global_inf
 
 def test_a_host_aggregation_other_than_token_mean_is_refused():
     old, logp, adv, mask = _loss_batch(seed=2)
-    with pytest.raises(ValueError, match="loss_agg_mode='seq-mean-token-sum'.*AGENTGRPO_LOSS_AGG"):
+    with pytest.raises(ValueError, match="loss_agg_mode='seq-mean-token-sum'.*algo.loss_agg.*AGENTGRPO_OBJECTIVE"):
         _call_ours("seq-mean-token-sum", old, logp, adv, mask, {}, loss_agg_mode="seq-mean-token-sum")
 
 
@@ -257,10 +255,9 @@ def test_a_host_aggregation_other_than_token_mean_is_refused():
     "global_info",
     [{}, {"dp_size": 4, "batch_num_tokens": 333, "global_batch_size": 23, "loss_scale_factor": 50}],
 )
-def test_without_llds_it_is_verls_own_ppo_loss(monkeypatch, agg, global_info):
+def test_without_llds_it_is_verls_own_ppo_loss(agg, global_info):
     """λ = 0 and ratios far from the dual-clip bound: veRL's `vanilla` loss with the same
-    aggregation and global-batch normalisation, to float precision."""
-    monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0")
+    aggregation, clip range and global-batch normalisation, to float precision."""
     old, logp, adv, mask = _loss_batch(seed=3 + len(agg))
     ours, _ = _call_ours(agg, old, logp.detach(), adv, mask, global_info)
     verls, _ = core_algos.get_policy_loss_fn("vanilla")(
@@ -275,8 +272,8 @@ def test_without_llds_it_is_verls_own_ppo_loss(monkeypatch, agg, global_info):
     assert torch.allclose(ours, verls, rtol=1e-6, atol=1e-7)
 
 
-def test_micro_batches_with_global_info_sum_to_the_mini_batch_loss(monkeypatch):
-    monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0")  # the LLDS preserve count is a ratio estimate
+def test_micro_batches_with_global_info_sum_to_the_mini_batch_loss():
+    # λ = 0 (_call_ours' default): without carried counts the LLDS preserve count is a ratio estimate
     old, logp, adv, mask = _loss_batch(seed=11, batch=8)
     info = {"dp_size": 1, "batch_num_tokens": int(mask.sum()), "global_batch_size": 8}
     whole, _ = _call_ours("seq-mean-token-sum", old, logp, adv, mask, info)
@@ -287,16 +284,15 @@ def test_micro_batches_with_global_info_sum_to_the_mini_batch_loss(monkeypatch):
     assert torch.allclose(whole, parts, rtol=1e-6)
 
 
-def test_llds_term_vanishes_on_policy_and_lambda_scales_it(monkeypatch):
+def test_llds_term_vanishes_on_policy_and_lambda_scales_it():
     old, logp, adv, mask = _loss_batch(seed=5)
-    _, on_policy = _call_ours("seq-mean-token-sum", old, old.clone(), adv, mask, {})
+    _, on_policy = _call_ours("seq-mean-token-sum", old, old.clone(), adv, mask, {}, llds_coef=0.5)
     assert on_policy["loss/llds"] == 0.0  # first mini-batch of a rollout
     losses = {}
-    for coef in ("0", "0.5"):
-        monkeypatch.setenv("AGENTGRPO_LLDS_COEF", coef)
-        losses[coef], metrics = _call_ours("seq-mean-token-sum", old, logp, adv, mask, {})
+    for coef in (0.0, 0.5):
+        losses[coef], metrics = _call_ours("seq-mean-token-sum", old, logp, adv, mask, {}, llds_coef=coef)
     assert metrics["loss/llds"] > 0
-    assert float((losses["0.5"] - losses["0"]).detach()) == pytest.approx(
+    assert float((losses[0.5] - losses[0.0]).detach()) == pytest.approx(
         0.5 * metrics["loss/llds"], rel=1e-5
     )
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import export_objective
 
 pytest.importorskip("verl")
 pytestmark = pytest.mark.verl
@@ -81,7 +82,9 @@ def test_every_script_passes_the_dry_run(script, data_dir, tmp_path):
     assert found["trainer"] == "v1 (sync)"
     assert found["effective_loss_mode"] == "agentgrpo_llds (agentgrpo.integrations.verl.losses.agentgrpo_llds)"
     assert found["effective_adv_estimator"] == f"{estimator} (agentgrpo.integrations.verl.estimators.{estimator})"
-    assert found["llds"].startswith(f"λ={llds} (AGENTGRPO_LLDS_COEF)")
+    # the objective reaches the Ray workers whole: one value, equal to the driver's (else refused)
+    assert found["llds"].startswith(f"λ={llds} (AGENTGRPO_OBJECTIVE, forwarded to the Ray workers), gate "
+                                    f"{native.algo.llds_gate}, pg aggregation {native.algo.loss_agg}")
     assert f"{updates} update(s) per rollout" in found["llds"]
     assert found["reward"].startswith(f"outcome + {prm}·PRM-Lite")
     assert found["agent_loop"] == "agentgrpo_airline -> agentgrpo.integrations.verl.agent_loop.AirlineAgentLoop"
@@ -114,12 +117,13 @@ def compose(monkeypatch, data_dir):
     monkeypatch.setenv("AGENTGRPO_VERL_CONFIGS", str(CONFIGS))
     monkeypatch.setenv("AGENTGRPO_REWARD_FILE", str(CONFIGS.parent / "reward.py"))
     monkeypatch.setenv("AGENTGRPO_DATA_DIR", str(data_dir))
-    monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0.3")
     from agentgrpo.integrations.host_settings import load_native, verl_settings
 
-    # experiment=llds as the scripts launch it: 4 tasks × 8, 2 tasks per mini-batch
-    base = [*verl_settings(load_native(["experiment=llds"])).overrides,
-            "algorithm.rollout_correction.bypass_mode=false"]
+    # experiment=llds with λ = 0.3 as the scripts launch it: 4 tasks × 8, 2 tasks per mini-batch
+    settings = verl_settings(load_native(["experiment=llds", "algo.llds_coef=0.3"]))
+    for key, value in settings.env.items():
+        monkeypatch.setenv(key, value)
+    base = [*settings.overrides, "algorithm.rollout_correction.bypass_mode=false"]
     return lambda *overrides: hydra_compose(str(CONFIGS), "airline_grpo", [*base, *overrides])
 
 
@@ -127,7 +131,7 @@ def compose(monkeypatch, data_dir):
     (["trainer.use_v1=false", "algorithm.rollout_correction.bypass_mode=true"],
      ["algorithm.rollout_correction.bypass_mode=true", "legacy trainer"]),
     (["algorithm.rollout_correction.bypass_mode=true", "actor_rollout_ref.rollout.calculate_log_probs=true"],
-     ["AGENTGRPO_LLDS_COEF=0.3 with algorithm.rollout_correction.bypass_mode=true", "never 0 on unchanged"]),
+     ["algo.llds_coef=0.3 with algorithm.rollout_correction.bypass_mode=true", "never 0 on unchanged"]),
     (["actor_rollout_ref.actor.shuffle=true"], ["actor_rollout_ref.actor.shuffle=true"]),
     (["trainer.n_gpus_per_node=2"], ["algorithm.llds_dp_size=1 must be 2"]),
     (["algorithm.llds_rollout_n=4"], ["algorithm.llds_rollout_n=4 must be 8"]),
@@ -135,8 +139,17 @@ def compose(monkeypatch, data_dir):
     (["distillation.enabled=true", "distillation.distillation_loss.use_task_rewards=false"],
      ["distillation.distillation_loss.use_task_rewards=false", "distillation.enabled=false"]),
     (["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum"],
-     ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum", "AGENTGRPO_LOSS_AGG"]),
-    (["actor_rollout_ref.actor.ppo_mini_batch_size=4"], ["AGENTGRPO_LLDS_COEF=0.3 never acts", "ppo_mini_batch_size"]),
+     ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum", "algo.loss_agg"]),
+    (["actor_rollout_ref.actor.ppo_mini_batch_size=4"], ["algo.llds_coef=0.3 never acts", "ppo_mini_batch_size"]),
+    # veRL's own copies of the objective's values must agree with it
+    (["algorithm.adv_estimator=agentgrpo_lata"],
+     ["algorithm.adv_estimator=agentgrpo_lata disagrees with the objective's algo.adv_estimator=grpo"]),
+    (["actor_rollout_ref.actor.kl_loss_coef=0.05"], ["kl_loss_coef=0.05 disagrees", "algo.kl_coef=0.01"]),
+    (["actor_rollout_ref.actor.use_kl_loss=false"], ["use_kl_loss=False disagrees", "algo.kl_coef=0.01"]),
+    (["actor_rollout_ref.actor.entropy_coeff=0.01"], ["entropy_coeff=0.01 disagrees", "algo.entropy_coef=0.0"]),
+    # the Ray workers must get the objective this process exported, whole
+    (["+ray_kwargs.ray_init.runtime_env.env_vars.AGENTGRPO_OBJECTIVE='{\"llds_coef\": 0.2}'"],
+     ["env_vars.AGENTGRPO_OBJECTIVE differs from the AGENTGRPO_OBJECTIVE of this process"]),
 ])
 def test_settings_that_replace_or_disable_our_loss_are_named(compose, overrides, named):
     from agentgrpo.integrations.verl.checks import launch_problems
@@ -148,30 +161,32 @@ def test_settings_that_replace_or_disable_our_loss_are_named(compose, overrides,
 def test_bypass_mode_needs_rollout_log_probs(compose, monkeypatch):
     from agentgrpo.integrations.verl.checks import launch_problems
 
-    monkeypatch.setenv("AGENTGRPO_LLDS_COEF", "0")
+    export_objective(monkeypatch, llds_coef=0.0)
     problems = launch_problems(compose("algorithm.rollout_correction.bypass_mode=true",
                                        "actor_rollout_ref.rollout.calculate_log_probs=false"))
     assert len(problems) == 1 and "actor_rollout_ref.rollout.calculate_log_probs=true" in problems[0]
 
 
 @pytest.mark.parametrize("estimator, agg, refused", [
-    ("agentgrpo_grpo", "token-mean", True), ("agentgrpo_lata", "seq-mean-token-mean", True),
-    ("agentgrpo_dr_grpo", "token-mean", False), ("agentgrpo_lata", "seq-mean-token-sum", False),
+    ("grpo", "token-mean", True), ("lata", "seq-mean-token-mean", True),
+    ("dr_grpo", "token-mean", False), ("lata", "seq-mean-token-sum", False),
 ])
 def test_dividing_by_the_length_twice_is_refused(compose, monkeypatch, estimator, agg, refused):
     from agentgrpo.integrations.verl.checks import launch_problems
 
-    monkeypatch.setenv("AGENTGRPO_LOSS_AGG", agg)
-    problems = launch_problems(compose(f"algorithm.adv_estimator={estimator}"))
+    export_objective(monkeypatch, adv_estimator=estimator, loss_agg=agg, llds_coef=0.3)
+    problems = launch_problems(compose(f"algorithm.adv_estimator=agentgrpo_{estimator}"))
     assert any("divides by the response length twice" in p for p in problems) == refused, problems
 
 
-def test_unset_lambda_means_no_llds(compose, monkeypatch):
-    from agentgrpo.integrations.verl.checks import launch_problems, llds_coef
+def test_unset_objective_means_its_defaults_and_no_llds(compose, monkeypatch):
+    from agentgrpo.integrations.verl.checks import launch_problems
+    from agentgrpo.integrations.verl.settings import read_objective
 
-    monkeypatch.delenv("AGENTGRPO_LLDS_COEF")
-    assert llds_coef() == 0.0
+    monkeypatch.delenv("AGENTGRPO_OBJECTIVE")
+    assert read_objective().llds_coef == 0.0
     assert not launch_problems(compose("algorithm.rollout_correction.bypass_mode=true",
+                                       "actor_rollout_ref.rollout.calculate_log_probs=true",
                                        "actor_rollout_ref.actor.ppo_mini_batch_size=4"))
 
 

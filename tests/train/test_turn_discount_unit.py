@@ -7,11 +7,13 @@ import torch
 from helpers import SMALL_ENV_OVERRIDES
 
 from agentgrpo.agent.types import Trajectory, Turn
+from agentgrpo.algos import ObjectiveSettings
 from agentgrpo.config import ConfigError, load_config, to_dict
 from agentgrpo.envs.types import Step
 from agentgrpo.integrations.verl.estimators import verl_token_advantages
+from agentgrpo.integrations.verl.settings import OBJECTIVE_ENV, objective_json
 from agentgrpo.train.grpo import GRPOTrainer
-from agentgrpo.train.grpo_config import AlgoConfig, GRPOConfig
+from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.resume import config_differences
 
 ALPHA = 2.0
@@ -56,7 +58,7 @@ def config(policy_dir, run_dir, *overrides: str) -> GRPOConfig:
 
 
 @pytest.mark.parametrize("unit", ["token", "turn"])
-def test_the_trainer_discounts_by_the_configured_unit(tiny_policy_dir, tmp_path, unit):
+def test_the_trainer_discounts_by_the_configured_unit(tiny_policy_dir, tmp_path, unit, monkeypatch):
     overrides = [] if unit == "token" else ["algo.turn_discount_unit=turn"]  # token: the default
     trainer = GRPOTrainer(config(tiny_policy_dir, tmp_path, *overrides))
     assert trainer.config.algo.turn_discount_unit == unit
@@ -66,11 +68,12 @@ def test_the_trainer_discounts_by_the_configured_unit(tiny_policy_dir, tmp_path,
     assert rows == [pytest.approx(values, rel=1e-6) for values in EXPECTED[unit]]
     assert torch.all(batch.advantages[~sampled] == 0)
 
-    # veRL's estimator, given the same batch and settings, computes the same token advantages
+    # veRL's estimator, given the same batch and the same objective (exported whole, as the
+    # launch scripts do), computes the same token advantages
+    monkeypatch.setenv(OBJECTIVE_ENV, objective_json(trainer.config.algo))
     rewards = torch.zeros_like(batch.response_mask)
     rewards[:, -1] = batch.scores
-    verl, _ = verl_token_advantages("turn_discount", rewards, batch.response_mask,
-                                    {"turn_discount_alpha": ALPHA, "turn_discount_unit": unit},
+    verl, _ = verl_token_advantages("turn_discount", rewards, batch.response_mask, None,
                                     np.array(batch.group_ids, dtype=object))
     assert torch.allclose(verl, batch.advantages, rtol=1e-6, atol=0)
 
@@ -79,14 +82,14 @@ def test_the_unit_is_checked_in_one_line_naming_the_key():
     with pytest.raises(ConfigError, match=r"^algo\.turn_discount_unit: invalid value 'step', expected one of "
                                           r"\['token', 'turn'\]$"):
         load_config(GRPOConfig, ["algo.turn_discount_unit=step"], defaults="grpo.yaml")
-    with pytest.raises(ConfigError, match=r"^algo\.turn_discount_unit='step' is invalid: must be one of"):
-        AlgoConfig(adv_estimator="turn_discount", turn_discount_unit="step")
+    with pytest.raises(ValueError, match=r"^algo\.turn_discount_unit='step' is invalid: must be one of"):
+        ObjectiveSettings(adv_estimator="turn_discount", turn_discount_unit="step").check(key_format="algo.{}")
     # an estimator that does not discount would silently ignore it
     with pytest.raises(ConfigError, match=r"algo\.turn_discount_unit='turn' is invalid: has no effect with "
                                           r"algo\.adv_estimator=lata.*set algo\.adv_estimator=turn_discount"):
         load_config(GRPOConfig, ["algo.adv_estimator=lata", "algo.turn_discount_unit=turn"], defaults="grpo.yaml")
     for estimator in ("turn_discount", "turn_discount_lata"):
-        assert AlgoConfig(adv_estimator=estimator, turn_discount_unit="turn").turn_discount_unit == "turn"
+        ObjectiveSettings(adv_estimator=estimator, turn_discount_unit="turn").check()
 
 
 def test_checkpoints_from_before_the_setting_resume_with_its_default():

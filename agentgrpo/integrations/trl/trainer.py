@@ -3,51 +3,54 @@
 What changes against TRL 1.16 (everything else — generation, tools, reward functions,
 vLLM, logging — is TRL's):
 
+The objective is ``AgentGRPOConfig.objective``, an ``agentgrpo.algos.ObjectiveSettings``
+taken whole (the native trainer's ``algo`` section; ``agentgrpo hosts trl`` prints it);
+TRL's own copies of its values (``epsilon``, ``epsilon_high``, ``beta``,
+``importance_sampling_level``, ``scale_rewards``) are written from it.
+
 * advantages: the rewards TRL computed (summed over reward functions with
-  ``reward_weights``) go through the registry estimator named ``adv_estimator``
+  ``reward_weights``) go through the registry estimator the objective names
   (``agentgrpo.algos.get_advantage_estimator``: ``grpo`` = A/L, ``lata`` = A/√L,
-  ``turn_discount``, ``turn_discount_lata``, ``dr_grpo``), giving per-token advantages of
-  shape ``(B, T)``, which TRL's buffers and ``_compute_loss`` accept. Groups are TRL's
-  blocks of ``num_generations``; ``scale_rewards`` ``group`` / ``none`` maps to dividing by
-  the group std or not;
-* loss (``_compute_loss``): ``agentgrpo.algos.grpo_objective`` — PPO-clip with TRL's
-  ``epsilon`` / ``epsilon_high`` (token or sequence ratio) reduced by ``loss_agg``, plus
-  ``beta``·k3 KL and ``llds_coef``·LLDS as token means over the accumulation window (the
+  ``turn_discount``, ``turn_discount_lata``, ``dr_grpo``) with its knobs, giving per-token
+  advantages of shape ``(B, T)``, which TRL's buffers and ``_compute_loss`` accept. Groups
+  are TRL's blocks of ``num_generations``;
+* loss (``_compute_loss``): ``agentgrpo.algos.grpo_objective`` with the objective's
+  settings — PPO-clip (token or sequence ratio) reduced by ``loss_agg``, plus β·KL against
+  TRL's reference log-probs and λ·LLDS as token means over the accumulation window (the
   same definitions as the native trainer and the veRL plugin). Turns (LLDS actions,
   Turn-Discount by turn) are the runs of ``completion_mask · tool_mask``.
 
 LLDS compares the current log-probs with those of the policy that sampled the batch, so
-it needs TRL to keep ``old_per_token_logps``: ``steps_per_generation`` or
-``num_iterations`` > 1 (not a multiple of ``gradient_accumulation_steps``). Otherwise TRL
-treats the batch as on-policy and LLDS is exactly 0 (a warning says so).
+it needs more than one optimizer step per generation batch (``steps_per_generation`` a
+multiple >= 2 of ``gradient_accumulation_steps``, or ``num_iterations`` > 1), where TRL
+keeps ``old_per_token_logps``; with one, LLDS would be exactly 0 and the config is refused
+(``ObjectiveSettings.check``, the rule every trainer applies).
 
 KL and LLDS are token means over each optimizer step's mini-batch, as in the native
 trainer: once TRL has shuffled and split a generation batch, the exact token and
 preserve-set counts of every accumulation window (all processes) are attached to its
 micro-batches. So ``steps_per_generation`` must be a multiple of
-``gradient_accumulation_steps`` when ``beta`` or ``llds_coef`` is non-zero (a window may
-not span two generation batches).
+``gradient_accumulation_steps`` when β or λ is non-zero (a window may not span two
+generation batches).
 """
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from agentgrpo.algos import (
-    AGG_MODES,
-    DISCOUNT_UNITS,
-    GATES,
-    advantage_estimator_names,
-    check_loss_pairing,
+    ObjectiveSettings,
     get_advantage_estimator,
     grpo_objective,
     preserve_token_count,
+    updates_per_rollout,
 )
+from agentgrpo.integrations.host_settings import objective_problems
 
 _MULTIMODAL_KEYS = (
     "pixel_values",
@@ -63,81 +66,84 @@ _MULTIMODAL_KEYS = (
 )
 
 
+_TRL_COPIES = {
+    "epsilon": "clip_low",
+    "epsilon_high": "clip_high",
+    "beta": "kl_coef",
+    "importance_sampling_level": "importance",
+    "scale_rewards": "norm_by_std",
+}
+"""TRL's own fields that hold an objective setting -> the ``ObjectiveSettings`` field written into them."""
+_TRL_DEFAULTS = {f.name: f.default for f in fields(GRPOConfig) if f.name in _TRL_COPIES}
+
+
 @dataclass
 class AgentGRPOConfig(GRPOConfig):
-    """``GRPOConfig`` plus agentgrpo's settings; ``loss_agg`` replaces TRL's ``loss_type``."""
+    """``GRPOConfig`` plus agentgrpo's objective, taken whole as ``objective``.
 
-    adv_estimator: str = field(
-        default="grpo",
-        metadata={
-            "help": "Advantage estimator of the agentgrpo.algos registry: "
-            + ", ".join(advantage_estimator_names())
-            + ", or a custom name registered before the config is built."
-        },
-    )
-    adv_std_eps: float = field(
-        default=1e-6,
-        metadata={"help": "ε in A = (R − mean) / (std + ε), as the native trainer's algo.adv_std_eps."},
-    )
-    turn_discount_alpha: float | None = field(
+    ``objective`` is an ``agentgrpo.algos.ObjectiveSettings``, its fields as a dict, or that
+    dict as JSON text (``--objective '{"llds_coef": 0.2}'`` on the command line); None is
+    its defaults. It decides the advantages and the loss (``loss_agg`` replaces TRL's
+    ``loss_type``), and is written into TRL's own copies of its settings (``epsilon``,
+    ``epsilon_high``, ``beta``, ``importance_sampling_level``, ``scale_rewards``); giving
+    one of those a value other than TRL's default and the objective's is refused.
+    """
+
+    objective: dict | str | None = field(
         default=None,
         metadata={
-            "help": "Turn-Discount α for the turn_discount estimators (None: their default, 1.05)."
-        },
-    )
-    turn_discount_unit: str = field(
-        default="token",
-        metadata={
-            "help": "Turn-Discount position: token (k = token index) or turn "
-            "(k = assistant-turn index)."
-        },
-    )
-    llds_coef: float = field(
-        default=0.0,
-        metadata={
-            "help": "λ of the LLDS regulariser (LLD paper: 0.2; 0.3 for Qwen2.5-7B-Instruct). "
-            "0 disables it."
-        },
-    )
-    llds_gate: str = field(
-        default="action",
-        metadata={
-            "help": "LLDS gate: action (per assistant turn, the paper's default), token or "
-            "response."
-        },
-    )
-    loss_agg: str = field(
-        default="seq-mean-token-sum",
-        metadata={
-            "help": "Aggregation of the policy-gradient term (veRL's loss_agg_mode names); the "
-            "length factor is in the advantage."
+            "help": "agentgrpo's objective (agentgrpo.algos.ObjectiveSettings fields as a dict or JSON "
+            "text; unset fields keep their defaults): estimator, clip, aggregation, KL, LLDS."
         },
     )
 
     def __post_init__(self) -> None:
+        settings = self._objective_settings()
+        self.objective = asdict(settings)
+        self._write_trl_copies(settings)
         super().__post_init__()
-        self._check_choices()
+        self._check_objective(settings)
         self._check_unsupported()
 
-    def _check_choices(self) -> None:
-        for name, value, choices in (
-            ("adv_estimator", self.adv_estimator, advantage_estimator_names()),
-            ("turn_discount_unit", self.turn_discount_unit, DISCOUNT_UNITS),
-            ("llds_gate", self.llds_gate, GATES),
-            ("loss_agg", self.loss_agg, AGG_MODES),
-        ):
-            if value not in choices:
-                raise ValueError(f"{name}={value!r} is not one of {list(choices)}")
-        check_loss_pairing(self.adv_estimator, self.loss_agg)
-        if not self.adv_std_eps > 0:
-            raise ValueError(f"adv_std_eps must be > 0, got {self.adv_std_eps}")
-        if self.turn_discount_alpha is not None and not self.turn_discount_alpha > 0:
-            raise ValueError(
-                f"turn_discount_alpha must be > 0 (or None), got {self.turn_discount_alpha}"
-            )
-        if self.llds_coef < 0:
-            raise ValueError(f"llds_coef must be >= 0, got {self.llds_coef}")
-        if (self.llds_coef or self.beta) and (
+    @property
+    def objective_settings(self) -> ObjectiveSettings:
+        """``objective`` as the settings object every agentgrpo trainer takes."""
+        return ObjectiveSettings(**self.objective)
+
+    def _objective_settings(self) -> ObjectiveSettings:
+        value = self.objective
+        if isinstance(value, ObjectiveSettings):
+            return value
+        data = json.loads(value) if isinstance(value, str) else dict(value or {})
+        known = {f.name for f in fields(ObjectiveSettings)}
+        if set(data) - known:
+            raise ValueError(f"objective: unknown keys {sorted(set(data) - known)}; valid keys: {sorted(known)}")
+        return ObjectiveSettings(**data)
+
+    def _write_trl_copies(self, settings: ObjectiveSettings) -> None:
+        for name, source in _TRL_COPIES.items():
+            value = getattr(settings, source)
+            if name == "scale_rewards":
+                value = "group" if value else "none"
+            given = getattr(self, name)
+            if name == "scale_rewards":  # TRL's bool spelling
+                given = {True: "group", False: "none"}.get(given, given)
+            if given not in (_TRL_DEFAULTS[name], value):
+                raise ValueError(f"{name}={given!r} contradicts objective {source}={getattr(settings, source)!r}: "
+                                 f"set {source} in the objective (TRL's {name} is written from it)")
+            setattr(self, name, value)
+
+    def _check_objective(self, settings: ObjectiveSettings) -> None:
+        settings.check(
+            updates=updates_per_rollout(self.steps_per_generation, self.gradient_accumulation_steps,
+                                        self.num_iterations),
+            key_format="objective.{}",
+            more_updates="set steps_per_generation to a multiple >= 2 of gradient_accumulation_steps, or "
+            "num_iterations >= 2, so TRL keeps the sampling policy's old_per_token_logps")
+        problems = objective_problems(settings, "trl")
+        if problems:
+            raise ValueError("; ".join(problems))
+        if (settings.llds_coef or self.beta) and (
             self.steps_per_generation % self.gradient_accumulation_steps
         ):
             raise ValueError(
@@ -186,14 +192,6 @@ class AgentGRPOTrainer(GRPOTrainer):
             raise TypeError("AgentGRPOTrainer needs args=AgentGRPOConfig(...)")
         self._rewards_per_func: torch.Tensor | None = None
         self._counted_buffer: list[dict[str, Any]] | None = None
-        generate_every = self.args.steps_per_generation * self.num_iterations
-        if self.args.llds_coef and self.args.gradient_accumulation_steps % generate_every == 0:
-            warnings.warn(
-                "llds_coef > 0 but every batch is used on-policy once (steps_per_generation × "
-                "num_iterations divides gradient_accumulation_steps): LLDS will be 0. Set "
-                "steps_per_generation or num_iterations > 1.",
-                stacklevel=2,
-            )
 
     # ---- advantages -------------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -238,14 +236,9 @@ class AgentGRPOTrainer(GRPOTrainer):
         start = self.accelerator.process_index * rows
         global_mask = mask.new_zeros((rewards.numel(), mask.shape[1]))
         global_mask[start : start + rows] = mask
-        advantages = get_advantage_estimator(self.args.adv_estimator)(
-            rewards,
-            group_ids,
-            global_mask,
-            norm_by_std=self.args.scale_rewards == "group",
-            turn_discount_alpha=self.args.turn_discount_alpha,
-            turn_discount_unit=self.args.turn_discount_unit,
-            eps=self.args.adv_std_eps,
+        settings = self.args.objective_settings
+        advantages = get_advantage_estimator(settings.adv_estimator)(
+            rewards, group_ids, global_mask, **settings.estimator_kwargs()
         )
         for name, value in advantages.metrics.items():
             self._metrics[mode][name].append(float(value))
@@ -354,15 +347,8 @@ class AgentGRPOTrainer(GRPOTrainer):
             mask,
             ref_logp=inputs.get("ref_per_token_logps") if self.beta != 0.0 else None,
             entropy=None if entropies is None else entropies.detach(),
-            clip_low=self.epsilon_low,
-            clip_high=self.epsilon_high,
-            loss_agg=self.args.loss_agg,
-            importance=self.importance_sampling_level,
-            kl_coef=self.beta,
-            kl_kind="k3",
-            llds_coef=self.args.llds_coef,
-            llds_gate=self.args.llds_gate,
             rollout_is_weights=is_weights,
+            **self.args.objective_settings.loss_kwargs(),
             **self.loss_denominators(inputs, mask),
         )
 

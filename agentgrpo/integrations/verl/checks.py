@@ -18,9 +18,14 @@ source):
   exactly 0 whatever λ says (the native trainer refuses the same setup);
 * ``actor.loss_agg_mode`` other than ``token-mean`` changes what β means (``agentgrpo_llds``
   refuses it at the first step; we refuse it before Ray starts);
-* ``AGENTGRPO_LOSS_AGG`` that divides by the length (``token-mean``, ``seq-mean-token-mean``)
-  with an estimator whose advantage already carries 1/L or 1/√L divides by it twice;
-* with λ > 0 (``AGENTGRPO_LLDS_COEF``): bypass mode (old log-probs from vLLM, another
+* the objective (``AGENTGRPO_OBJECTIVE``, ``settings.read_objective``) out of range or
+  contradicting itself (``ObjectiveSettings.check``: e.g. an aggregation that divides by the
+  length again), asking for what veRL cannot do (per-turn PRM credit), or disagreeing with
+  veRL's own copies of its values: ``algorithm.adv_estimator`` (must be
+  ``agentgrpo_<its estimator>``), ``actor.use_kl_loss`` / ``kl_loss_coef`` /
+  ``kl_loss_type`` and ``actor.entropy_coeff``;
+* an objective forwarded to the Ray workers that differs from the one this process exported;
+* with λ > 0 (the objective's ``llds_coef``): bypass mode (old log-probs from vLLM, another
   numeric path: LLDS would penalise that mismatch and never be 0 on unchanged weights);
   and anything that keeps the estimator from carrying each mini-batch's preserve count to
   the loss exactly: an estimator that is not ``agentgrpo_*``, ``actor.shuffle=true``, a
@@ -38,14 +43,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgrpo.algos import AGG_MODES, check_loss_pairing
+from agentgrpo.algos import ObjectiveSettings
+from agentgrpo.algos import updates_per_rollout as count_updates
+from agentgrpo.integrations.host_settings import objective_problems
 from agentgrpo.integrations.verl.estimators import VERL_PREFIX
-from agentgrpo.integrations.verl.losses import DEFAULT_LLDS_COEF, DEFAULT_LOSS_AGG, HOST_LOSS_AGG
-from agentgrpo.integrations.verl.settings import choice, setting
+from agentgrpo.integrations.verl.losses import HOST_LOSS_AGG
+from agentgrpo.integrations.verl.settings import OBJECTIVE_ENV, parse_objective, read_objective
 
 OUR_LOSS = "agentgrpo_llds"
 BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
 USE_V1_KEY = "trainer.use_v1"
+WORKER_ENV = "ray_kwargs.ray_init.runtime_env.env_vars"
 
 
 def select(config: Any, key: str, default: Any = None) -> Any:
@@ -93,16 +101,38 @@ def effective_loss_mode(config: Any) -> tuple[str, str | None]:
 
 
 def updates_per_rollout(config: Any) -> int:
-    """Optimizer steps per rollout batch: PPO epochs × mini-batches (veRL counts both in prompts)."""
-    epochs = int(select(config, "actor_rollout_ref.actor.ppo_epochs", 1))
+    """Optimizer steps per rollout batch (veRL counts the batch and its mini-batches in prompts)."""
     batch = int(select(config, "data.train_batch_size", 1))
-    mini = int(select(config, "actor_rollout_ref.actor.ppo_mini_batch_size", batch))
-    return epochs * max(1, batch // max(1, mini))
+    return count_updates(batch, int(select(config, "actor_rollout_ref.actor.ppo_mini_batch_size", batch)),
+                         int(select(config, "actor_rollout_ref.actor.ppo_epochs", 1)))
 
 
-def llds_coef() -> float:
-    """λ as the ``agentgrpo_llds`` loss will read it (the actor config has no such key)."""
-    return setting(None, "llds_coef", DEFAULT_LLDS_COEF, float)
+def worker_objective(config: Any) -> ObjectiveSettings | None:
+    """The objective the launch hands every Ray worker (``ray_kwargs.ray_init.runtime_env.env_vars``,
+    where ``examples/verl/common.sh`` forwards ``AGENTGRPO_OBJECTIVE``); None when not forwarded."""
+    value = select(config, f"{WORKER_ENV}.{OBJECTIVE_ENV}")
+    return None if value is None else parse_objective(str(value))
+
+
+def copy_mismatches(config: Any, objective: ObjectiveSettings) -> list[str]:
+    """veRL's own copies of the objective's values that disagree with it (module docstring)."""
+    actor = "actor_rollout_ref.actor"
+    kl_on = objective.kl_coef > 0
+    copies = {
+        "algorithm.adv_estimator": (VERL_PREFIX + objective.adv_estimator, "adv_estimator"),
+        f"{actor}.use_kl_loss": (kl_on, "kl_coef"),
+        f"{actor}.entropy_coeff": (objective.entropy_coef, "entropy_coef"),
+    }
+    if kl_on:
+        copies.update({f"{actor}.kl_loss_coef": (objective.kl_coef, "kl_coef"),
+                       f"{actor}.kl_loss_type": (objective.kl_kind, "kl_kind")})
+    problems = []
+    for key, (expected, field) in copies.items():
+        got = select(config, key)
+        if got != expected and not (key.endswith("adv_estimator") and not str(got).startswith(VERL_PREFIX)):
+            problems.append(f"{key}={got} disagrees with the objective's algo.{field}={getattr(objective, field)} "
+                            f"(AGENTGRPO_OBJECTIVE): set algo.{field} and let `agentgrpo hosts verl` write {key}")
+    return problems
 
 
 def actor_dp_size(config: Any) -> int:
@@ -116,7 +146,7 @@ def llds_count_problems(config: Any) -> list[str]:
     estimator = str(select(config, "algorithm.adv_estimator", ""))
     if not estimator.startswith(VERL_PREFIX):
         return [f"algorithm.adv_estimator={estimator} does not carry the LLDS preserve counts: use an "
-                f"{VERL_PREFIX}* estimator with AGENTGRPO_LLDS_COEF > 0"]
+                f"{VERL_PREFIX}* estimator with algo.llds_coef > 0"]
     problems = []
     if select(config, "actor_rollout_ref.actor.shuffle", False):
         problems.append("actor_rollout_ref.actor.shuffle=true reorders the mini-batches the LLDS counts were "
@@ -150,26 +180,26 @@ def launch_problems(config: Any) -> list[str]:
         if agg != HOST_LOSS_AGG:
             problems.append(f"actor_rollout_ref.actor.loss_agg_mode={agg}: with loss_mode={OUR_LOSS} it must be "
                             f"{HOST_LOSS_AGG} (veRL reduces β·KL with it); set the policy-gradient aggregation "
-                            "with AGENTGRPO_LOSS_AGG")
-        loss_agg = setting(None, "loss_agg", DEFAULT_LOSS_AGG, choice(AGG_MODES))
-        estimator = str(select(config, "algorithm.adv_estimator", ""))
-        if estimator.startswith(VERL_PREFIX):
-            try:
-                check_loss_pairing(estimator[len(VERL_PREFIX):], loss_agg, estimator_key="algorithm.adv_estimator",
-                                   loss_agg_key="AGENTGRPO_LOSS_AGG", name_prefix=VERL_PREFIX)
-            except ValueError as error:
-                problems.append(str(error))
-        if llds_coef() > 0 and bypass_mode(config):
-            problems.append(f"AGENTGRPO_LLDS_COEF={llds_coef()} with {BYPASS_KEY}=true: old log-probs from the "
+                            "with algo.loss_agg")
+        objective = read_objective()
+        try:
+            objective.check(updates=updates_per_rollout(config), key_format="algo.{}",
+                            more_updates="set actor_rollout_ref.actor.ppo_mini_batch_size to a proper divisor of "
+                            "data.train_batch_size, or actor_rollout_ref.actor.ppo_epochs >= 2")
+        except ValueError as error:
+            problems.append(str(error))
+        problems.extend(objective_problems(objective, "verl"))
+        problems.extend(copy_mismatches(config, objective))
+        forwarded = worker_objective(config)
+        if forwarded is not None and forwarded != objective:
+            problems.append(f"{WORKER_ENV}.{OBJECTIVE_ENV} differs from the {OBJECTIVE_ENV} of this process: the "
+                            "Ray workers' loss would train another objective than the driver's estimator "
+                            "computes advantages for; forward the exported value unchanged")
+        if objective.llds_coef > 0 and bypass_mode(config):
+            problems.append(f"algo.llds_coef={objective.llds_coef} with {BYPASS_KEY}=true: old log-probs from the "
                             "rollout engine are another numeric path, so LLDS would penalise that mismatch "
                             f"(never 0 on unchanged weights); set {BYPASS_KEY}=false")
-        if llds_coef() > 0 and updates_per_rollout(config) == 1:
-            problems.append(f"AGENTGRPO_LLDS_COEF={llds_coef()} never acts: one update per rollout "
-                            "(actor_rollout_ref.actor.ppo_epochs=1, ppo_mini_batch_size = data.train_batch_size) "
-                            "leaves old log-probs equal to the current ones; set "
-                            "actor_rollout_ref.actor.ppo_mini_batch_size to a proper divisor of "
-                            "data.train_batch_size (or AGENTGRPO_LLDS_COEF=0)")
-        if llds_coef() > 0:
+        if objective.llds_coef > 0:
             problems.extend(llds_count_problems(config))
     if bypass_mode(config) and not select(config, "actor_rollout_ref.rollout.calculate_log_probs", False):
         problems.append(f"{BYPASS_KEY}=true takes the old log-probs from the rollout: set "

@@ -24,8 +24,10 @@ there). In order:
    ``effective_adv_estimator`` lines), λ, reward, data files.
 
 The algorithm section stays a DictConfig: veRL 0.9 hands it to estimators as one (our
-keys such as ``turn_discount_alpha`` live there; its ``AlgoConfig`` dataclass would reject
-them). A refusal is one line on stderr and exit code 2, like every agentgrpo command.
+mini-batch layout keys such as ``llds_mini_batch_size`` live there; veRL's ``AlgoConfig``
+dataclass would reject them). The objective itself is ``AGENTGRPO_OBJECTIVE``
+(``settings.read_objective``). A refusal is one line on stderr and exit code 2, like every
+agentgrpo command.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import Any
 from agentgrpo.config import AgentGRPOError, ConfigError, MissingFileError
 from agentgrpo.integrations.verl import checks
 from agentgrpo.integrations.verl.reward import prm_coef
+from agentgrpo.integrations.verl.settings import read_objective
 
 V1_MODULES = ("transfer_queue", "verl.trainer.ppo.v1", "verl.trainer.main_ppo")
 LEGACY_MODULES = ("verl.trainer.main_ppo_v0", "verl.trainer.ppo.ray_trainer", "verl.trainer.main_ppo")
@@ -234,9 +237,10 @@ def dry_run(config_dir: str, config_name: str, overrides: list[str]) -> LaunchRe
     loss_mode, _ = checks.effective_loss_mode(config)
     loss_fn, estimator_fn = resolve_functions(config, loss_mode)
     actor, rollout = build_dataclasses(config)
-    llds = (f"λ={checks.llds_coef()} (AGENTGRPO_LLDS_COEF), gate {os.environ.get('AGENTGRPO_LLDS_GATE', 'action')}, "
-            f"pg aggregation {os.environ.get('AGENTGRPO_LOSS_AGG', 'seq-mean-token-sum')}, "
-            f"{checks.updates_per_rollout(config)} update(s) per rollout"
+    objective = read_objective()
+    workers = "forwarded to" if checks.worker_objective(config) is not None else "not forwarded to"
+    llds = (f"λ={objective.llds_coef} (AGENTGRPO_OBJECTIVE, {workers} the Ray workers), gate {objective.llds_gate}, "
+            f"pg aggregation {objective.loss_agg}, {checks.updates_per_rollout(config)} update(s) per rollout"
             if loss_mode == checks.OUR_LOSS else "not agentgrpo's loss")
     old = "the rollout's (bypass mode)" if checks.bypass_mode(config) else "recomputed by the actor"
     return LaunchReport(

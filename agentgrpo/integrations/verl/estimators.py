@@ -10,18 +10,14 @@ Each is called by veRL as ``fn(token_level_rewards, response_mask, config, index
 returns per-token advantages ``(advantages, returns)``, both ``[bs, response_length]``
 (veRL allows per-token values).
 
-Settings (``estimator_settings``), from ``algorithm.<key>`` (add with ``+algorithm.<key>=...``;
-the launch scripts set them from the experiment with ``agentgrpo hosts verl``) or else the
-environment variable ``AGENTGRPO_<KEY>`` (see ``settings``):
-
-* ``norm_adv_by_std_in_grpo`` (veRL's own key, default true): divide by the group std;
-* ``adv_std_eps`` (default 1e-6): ε in ``(R − mean) / (std + ε)``;
-* ``turn_discount_alpha`` (default: the estimator's, 1.05 where it discounts) and
-  ``turn_discount_unit`` (``token`` | ``turn``);
-* ``llds_mini_batch_size`` (prompts per PPO mini-batch, ``actor.ppo_mini_batch_size``),
-  ``llds_rollout_n`` (``rollout.n``) and ``llds_dp_size`` (the actor's data-parallel
-  ranks): when all three are set, every row also carries the LLDS preserve-set token
-  count of its whole PPO mini-batch (below).
+Settings: the estimator's knobs (``norm_by_std``, ``adv_std_eps``, Turn-Discount's α and
+unit) are the objective's, read whole from ``AGENTGRPO_OBJECTIVE`` (``settings.read_objective``;
+``agentgrpo hosts verl`` writes it, the launch check refuses an ``algorithm.adv_estimator``
+other than ``agentgrpo_<its estimator>``). The mini-batch layout is veRL's, from
+``algorithm.<key>`` (or ``AGENTGRPO_<KEY>``): ``llds_mini_batch_size`` (prompts per PPO
+mini-batch, ``actor.ppo_mini_batch_size``), ``llds_rollout_n`` (``rollout.n``) and
+``llds_dp_size`` (the actor's data-parallel ranks): when all three are set, every row also
+carries the LLDS preserve-set token count of its whole PPO mini-batch (below).
 
 Carrying the LLDS count. veRL hands the policy loss one micro-batch of one rank, but
 LLDS divides by the preserve-set tokens of the whole mini-batch (DESIGN §3.7, as the
@@ -39,10 +35,10 @@ Semantics at the boundary: the outcome score sits on the last response token of
 score, plus the per-token KL penalty when ``use_kl_in_reward`` is on). Group ids are
 ``index`` (veRL's per-prompt ``uid``). Unlike veRL's ``grpo``, a group of size 1 gets
 advantage 0 (DESIGN §3.1). The length factor lives in the advantage, so the policy
-loss ``agentgrpo_llds`` reduces the policy-gradient term with ``seq-mean-token-sum``
-by default. Per-turn PRM credit needs per-turn scores veRL does not pass to estimators,
-so it is not offered here; the PRM-Lite score reaches veRL through the reward
-(``reward.py``).
+loss ``agentgrpo_llds`` reduces the policy-gradient term with the objective's ``loss_agg``
+(by default one that does not divide by the length again). Per-turn PRM credit needs
+per-turn scores veRL does not pass to estimators, so it is not offered here; the PRM-Lite
+score reaches veRL through the reward (``reward.py``).
 """
 
 from __future__ import annotations
@@ -52,9 +48,9 @@ from typing import Any
 
 import torch
 
-from agentgrpo.algos import DISCOUNT_UNITS, advantage_estimator_names, get_advantage_estimator
+from agentgrpo.algos import advantage_estimator_names, get_advantage_estimator
 from agentgrpo.algos.llds import preserve_set
-from agentgrpo.integrations.verl.settings import as_bool, choice, optional_float, optional_int, setting
+from agentgrpo.integrations.verl.settings import optional_int, read_objective, setting
 
 VERL_PREFIX = "agentgrpo_"
 
@@ -64,15 +60,9 @@ def verl_name(name: str) -> str:
     return VERL_PREFIX + name
 
 
-def estimator_settings(config: Any = None) -> dict[str, Any]:
-    """The registry estimator's keyword arguments as the plugin reads them: ``algorithm.<key>``
-    of veRL's config, else ``AGENTGRPO_<KEY>``, else the default (module docstring)."""
-    return {
-        "norm_by_std": setting(config, "norm_adv_by_std_in_grpo", True, as_bool),
-        "turn_discount_alpha": setting(config, "turn_discount_alpha", None, optional_float),
-        "turn_discount_unit": setting(config, "turn_discount_unit", "token", choice(DISCOUNT_UNITS)),
-        "eps": setting(config, "adv_std_eps", 1e-6, float),
-    }
+def estimator_settings() -> dict[str, Any]:
+    """The registry estimator's keyword arguments: the exported objective's (module docstring)."""
+    return read_objective().estimator_kwargs()
 
 
 def verl_token_advantages(
@@ -88,7 +78,7 @@ def verl_token_advantages(
         token_level_rewards: ``[bs, T]``, the outcome on the last response token.
         response_mask: ``[bs, T]``, 1 on tokens the policy generated (multi-turn: one run
             of ones per assistant turn, which Turn-Discount by turn uses).
-        config: veRL's ``algorithm`` config (or None: environment / defaults).
+        config: veRL's ``algorithm`` config, for the mini-batch layout (or None: environment).
         index: ``[bs]`` group ids (numpy array of uids).
     """
     if index is None:
@@ -101,7 +91,7 @@ def verl_token_advantages(
             token_level_rewards.sum(dim=-1),  # [bs]
             index,
             response_mask,
-            **estimator_settings(config),
+            **estimator_settings(),
         )
         token_adv = advantages.token
         layout = [setting(config, key, None, optional_int)

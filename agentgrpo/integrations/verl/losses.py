@@ -12,9 +12,8 @@ The objective is the same as the native trainer's and the TRL subclass's:
 with KL and LLDS as token means (DESIGN §3.6–3.7). veRL adds ``β·KL`` (and its entropy
 bonus) itself, reducing them with the actor's ``loss_agg_mode``; for β to mean what it
 means in the other trainers that mode must be ``token-mean`` (veRL's default), and this
-loss refuses any other. The policy-gradient term's aggregation is ours: ``loss_agg``
-(default ``seq-mean-token-sum``, the seed's GRPO objective; the length factor is in the
-advantage).
+loss refuses any other. The policy-gradient term's aggregation is ours: the objective's
+``loss_agg`` (the length factor is in the advantage).
 
 Denominators come from veRL's ``global_batch_info`` (the whole mini-batch's token and
 sequence counts, and ``dp_size``), so micro-batches and data-parallel ranks add up to
@@ -28,14 +27,13 @@ micro-batch's loss themselves; then each micro-batch scales its own preserve cou
 the mini-batch's token count over its own (a ratio estimate) and logs
 ``algo/llds_count_estimated`` = 1.
 
-Settings (the actor config rejects unknown keys and never sees ``algorithm``, so these
-come from environment variables, which the launch scripts export from ``agentgrpo hosts
-verl`` — the experiment's values — and forward to the Ray workers; ``loss_settings``):
-``AGENTGRPO_LLDS_COEF`` (λ, default 0: unset means no LLDS), ``AGENTGRPO_LLDS_GATE`` (``action`` | ``token``
-| ``response``), ``AGENTGRPO_LOSS_AGG`` (the policy-gradient aggregation),
-``AGENTGRPO_IMPORTANCE`` (``token`` | ``sequence``, GSPO's ratio). Clip ranges are veRL's
-``clip_ratio_low`` / ``clip_ratio_high`` (falling back to ``clip_ratio``). Unlike veRL's
-``vanilla`` loss there is no dual-clip (``clip_ratio_c``) bound, matching DESIGN §3.5.
+Settings: the objective, read whole from ``AGENTGRPO_OBJECTIVE`` (``settings.read_objective``;
+the launch scripts export it from ``agentgrpo hosts verl`` and forward it to the Ray
+workers, as the actor config rejects unknown keys): clip ranges, ``loss_agg``, ratio level,
+λ and gate (``loss_settings``). Its β and entropy coefficient are veRL's to apply
+(``actor.kl_loss_coef``, ``actor.entropy_coeff``, written from the same objective and
+checked against it at launch), so this loss passes 0 for both. Unlike veRL's ``vanilla``
+loss there is no dual-clip (``clip_ratio_c``) bound, matching DESIGN §3.5.
 """
 
 from __future__ import annotations
@@ -44,37 +42,17 @@ from typing import Any
 
 import torch
 
-from agentgrpo.algos import AGG_MODES, GATES, IMPORTANCE_LEVELS, grpo_objective, preserve_token_count
+from agentgrpo.algos import grpo_objective, preserve_token_count
 from agentgrpo.integrations.verl.estimators import carried_preserve_count
-from agentgrpo.integrations.verl.settings import choice, config_value, setting
+from agentgrpo.integrations.verl.settings import config_value, read_objective
 
-DEFAULT_LLDS_COEF = 0.0
-DEFAULT_LOSS_AGG = "seq-mean-token-sum"
 HOST_LOSS_AGG = "token-mean"
 
 
-def clip_range(config: Any) -> tuple[float, float]:
-    """``(ε_low, ε_high)`` from the actor config (``clip_ratio_low/high``, else ``clip_ratio``)."""
-    base = config_value(config, "clip_ratio")
-    base = 0.2 if base is None else float(base)
-    low, high = config_value(config, "clip_ratio_low"), config_value(config, "clip_ratio_high")
-    return (base if low is None else float(low)), (base if high is None else float(high))
-
-
-def loss_settings(config: Any = None) -> dict[str, Any]:
-    """``grpo_objective``'s settings as ``agentgrpo_llds`` reads them from the actor config it is
-    handed (clip ranges) and ``AGENTGRPO_*`` (the rest; module docstring)."""
-    # veRL's actor config never holds the agentgrpo keys (it rejects unknown ones), so in
-    # practice they come from the environment; a plain dict config (tests, other hosts) may set them.
-    clip_low, clip_high = clip_range(config)
-    return {
-        "llds_coef": setting(config, "llds_coef", DEFAULT_LLDS_COEF, float),
-        "llds_gate": setting(config, "llds_gate", "action", choice(GATES)),
-        "loss_agg": setting(config, "loss_agg", DEFAULT_LOSS_AGG, choice(AGG_MODES)),
-        "importance": setting(config, "importance", "token", choice(IMPORTANCE_LEVELS)),
-        "clip_low": clip_low,
-        "clip_high": clip_high,
-    }
+def loss_settings() -> dict[str, Any]:
+    """``grpo_objective``'s settings as ``agentgrpo_llds`` applies them: the exported objective's,
+    with β and the entropy coefficient 0 (veRL adds those terms itself; module docstring)."""
+    return {**read_objective().loss_kwargs(), "kl_coef": 0.0, "entropy_coef": 0.0}
 
 
 def objective_counts(
@@ -138,9 +116,10 @@ def agentgrpo_llds(
         raise ValueError(
             f"actor_rollout_ref.actor.loss_agg_mode={loss_agg_mode!r}: with loss_mode=agentgrpo_llds it "
             f"must be {HOST_LOSS_AGG!r} (veRL reduces its KL and entropy terms with it, and agentgrpo "
-            "defines them as token means); set the policy-gradient aggregation with AGENTGRPO_LOSS_AGG"
+            "defines them as token means); set the policy-gradient aggregation with algo.loss_agg "
+            "(the objective's loss_agg in AGENTGRPO_OBJECTIVE)"
         )
-    settings = loss_settings(config)
+    settings = loss_settings()
     counts = objective_counts(config_value(config, "global_batch_info"), response_mask, advantages,
                               settings.pop("loss_agg"))
     estimated = counts.pop("estimated")

@@ -1,62 +1,71 @@
-"""Where the veRL plugins read their hyper-parameters: veRL config first, then ``AGENTGRPO_*``.
+"""Where the veRL plugins read their settings: the objective whole, and the rest by name.
 
-veRL hands an advantage estimator the ``algorithm`` config (a Hydra ``DictConfig`` in
-0.6–0.9, which accepts our own keys added with ``+algorithm.turn_discount_alpha=1.05``)
-and a policy loss the *actor* config (a strict dataclass that rejects unknown keys, and
-never sees ``algorithm``). So every setting is looked up by name in the config it gets,
-and when absent there, in an environment variable ``AGENTGRPO_<NAME>``; the launch
-scripts export those and forward them to every Ray worker (``examples/verl/common.sh``).
+**The objective** (``agentgrpo.algos.ObjectiveSettings``: estimator knobs, clip,
+aggregation, KL, LLDS, entropy) travels as one value, the JSON of its fields in
+``AGENTGRPO_OBJECTIVE`` (:func:`objective_json`, :func:`read_objective`). ``agentgrpo hosts
+verl`` writes it from the native config, the launch scripts export it and forward it to
+every Ray worker, and the estimators, the ``agentgrpo_llds`` loss and the launch check all
+read it with :func:`read_objective`; unset, the objective is ``ObjectiveSettings()``'s
+defaults. veRL's own copies of some of its values (the estimator's name, the actor's KL
+and entropy coefficients) are Hydra overrides from the same command, and the launch check
+refuses a config where they disagree with it.
 
-No veRL import here: this module is pure Python so it can be tested anywhere.
+**Everything else** (the PRM-Lite weight, the user simulator, the estimators' mini-batch
+layout) is looked up by name (:func:`setting`): in the config veRL hands the plugin, else
+in an environment variable ``AGENTGRPO_<NAME>``.
+
+No veRL import here, so it can be tested anywhere.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import asdict, fields
 from typing import Any, TypeVar
+
+from agentgrpo.algos import ObjectiveSettings
 
 T = TypeVar("T")
 
 ENV_PREFIX = "AGENTGRPO_"
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
+OBJECTIVE_ENV = "AGENTGRPO_OBJECTIVE"
+
+
+def objective_json(objective: ObjectiveSettings) -> str:
+    """``objective`` as the one value ``AGENTGRPO_OBJECTIVE`` holds (JSON of every field)."""
+    return json.dumps(asdict(objective), sort_keys=True)
+
+
+def read_objective() -> ObjectiveSettings:
+    """The objective exported in ``AGENTGRPO_OBJECTIVE``; its defaults when unset."""
+    return parse_objective(os.environ.get(OBJECTIVE_ENV, ""))
+
+
+def parse_objective(text: str) -> ObjectiveSettings:
+    """The objective of an ``AGENTGRPO_OBJECTIVE`` value (:func:`objective_json`); empty: the defaults.
+
+    Raises:
+        ValueError: text that is not a JSON object of ``ObjectiveSettings`` fields, naming the variable.
+    """
+    text = text.strip()
+    if not text:
+        return ObjectiveSettings()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{OBJECTIVE_ENV} is not JSON ({exc}): write it with `agentgrpo hosts verl`") from None
+    known = {f.name for f in fields(ObjectiveSettings)}
+    if not isinstance(data, dict) or set(data) - known:
+        unknown = sorted(set(data) - known) if isinstance(data, dict) else data
+        raise ValueError(f"{OBJECTIVE_ENV} must be a JSON object of {sorted(known)}; got {unknown!r}")
+    return ObjectiveSettings(**data)
 
 
 def env_name(key: str) -> str:
-    """``turn_discount_alpha`` -> ``AGENTGRPO_TURN_DISCOUNT_ALPHA``."""
+    """``prm_coef`` -> ``AGENTGRPO_PRM_COEF``."""
     return ENV_PREFIX + key.upper()
-
-
-def as_bool(value: Any) -> bool:
-    """A boolean from a config value or an environment string (``1/0``, ``true/false``...)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(f"expected a boolean (true/false/1/0), got {value!r}")
-
-
-def choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
-    """A cast accepting only one of ``choices`` (for ``setting``)."""
-
-    def cast(value: Any) -> str:
-        text = str(value).strip()
-        if text not in choices:
-            raise ValueError(f"choose one of {list(choices)}")
-        return text
-
-    return cast
-
-
-def optional_float(value: Any) -> float | None:
-    """A float, or None for ``none``/``null``/empty (e.g. "no turn discount")."""
-    if value is None or str(value).strip().lower() in ("", "none", "null"):
-        return None
-    return float(value)
 
 
 def optional_int(value: Any) -> int | None:
