@@ -36,6 +36,8 @@ def test_every_experiment_is_a_few_values():
         assert (config.algo.adv_estimator, config.algo.turn_discount_alpha) == (estimator, alpha)
         assert (config.reward.process_coef, config.algo.llds_coef) == (process, llds)
         assert config.algo.turn_credit_coef == (0.3 if name == "joint_turn" else 0.0)
+        # a process reward is a tie-breaker: groups that differ only by it stay near zero advantage
+        assert config.algo.adv_std_eps == (0.1 if process > 0 else 1e-6)
         # the seed's shared hyper-parameters
         assert (config.trainer.group_size, config.trainer.tasks_per_step) == (8, 4)
         assert (config.algo.clip_low, config.algo.kl_coef, config.algo.kl_kind) == (0.2, 0.01, "k3")

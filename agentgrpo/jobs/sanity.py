@@ -55,15 +55,18 @@ ARMS: dict[str, list[str]] = {
 SANITY_GRPO: list[str] = [
     "env.domain=toy_one_key", "trainer.steps=16", "trainer.tasks_per_step=8", "trainer.group_size=8",
     "trainer.mini_batch_size=32", "trainer.micro_batch_size=32", "trainer.lr=5e-3", "trainer.warmup_steps=10",
-    "trainer.save_every=0", "trainer.keep_last=1", "trainer.val_every=0", "trainer.lld_diagnostic=false",
-    "rollout.temperature=1.0", "rollout.max_turns=4", "rollout.max_new_tokens=8", "rollout.max_total_tokens=512",
-    "logging.progress=false",
+    "trainer.lr_schedule=cosine", "trainer.save_every=0", "trainer.keep_last=1", "trainer.val_every=0",
+    "trainer.lld_diagnostic=false", "rollout.temperature=1.0", "rollout.max_turns=4", "rollout.max_new_tokens=8",
+    "rollout.max_total_tokens=512", "logging.progress=false",
 ]
 """GRPO settings of the check (before the user's overrides): 8 tasks × G = 8 per step, two
 optimizer steps per rollout (so LLDS acts), sampling at T = 1 (the policy's own
 distribution: chance is 1/K), turns of a few tokens, and a learning-rate warm-up (AdamW's
 first steps move every weight by ~lr whatever its gradient: at 5e-3 without warm-up the
-toy policy stopped calling the tool after one step)."""
+toy policy stopped calling the tool after one step), then a cosine decay towards 0: once
+the key is learnt, a PRM-Lite experiment's only gradient is the process score's small
+differences (and the KL's), which AdamW still turns into steps of ~lr per weight; at a
+constant 5e-3 the learnt policy then broke its format within a step (docs/sanity.md)."""
 SANITY_SFT: list[str] = [
     "trainer.epochs=6", "trainer.batch_size=16", "trainer.micro_batch_size=16", "trainer.lr=1e-2",
     "data.demos_per_task=8", "data.max_length=512", "progress=false",
