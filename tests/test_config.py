@@ -6,7 +6,7 @@ import pytest
 from agentgrpo.config import ConfigError, available_experiments, load_config, to_dict
 from agentgrpo.eval.evaluator import EvalConfig
 from agentgrpo.train.grpo_config import GRPOConfig
-from agentgrpo.train.sft import SFTConfig
+from agentgrpo.train.sft_config import SFTConfig
 
 EXPECTED = {
     "vanilla": ("grpo", None, 0.0, 0.0),
