@@ -33,7 +33,8 @@ from agentgrpo.envs.registry import build_env  # noqa: E402
 from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise  # noqa: E402
 from agentgrpo.policy.presets import PRESETS  # noqa: E402
 from agentgrpo.train.copy_check import copy_accuracy  # noqa: E402
-from agentgrpo.train.sft import SFTConfig, copy_probes  # noqa: E402
+from agentgrpo.train.demonstrations import copy_probes  # noqa: E402
+from agentgrpo.train.sft_config import SFTConfig  # noqa: E402
 from benchmarks._common import bench  # noqa: E402
 
 

@@ -44,7 +44,8 @@ from agentgrpo.config import load_config
 from agentgrpo.tracking import read_metrics
 from agentgrpo.train.grpo import train_grpo
 from agentgrpo.train.grpo_config import GRPOConfig
-from agentgrpo.train.sft import SFTConfig, train_sft
+from agentgrpo.train.sft import train_sft
+from agentgrpo.train.sft_config import SFTConfig
 
 GPU_MODELS = ["Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct",
               "shape:7b", "shape:1.5b", "shape:0.5b"]

@@ -42,7 +42,8 @@ from agentgrpo.eval.summary import task_pass1  # noqa: E402
 from agentgrpo.report.plots import save_figure  # noqa: E402
 from agentgrpo.train.grpo import train_grpo  # noqa: E402
 from agentgrpo.train.grpo_config import GRPOConfig  # noqa: E402
-from agentgrpo.train.sft import SFTConfig, train_sft  # noqa: E402
+from agentgrpo.train.sft import train_sft  # noqa: E402
+from agentgrpo.train.sft_config import SFTConfig  # noqa: E402
 from benchmarks._common import bench  # noqa: E402
 
 EVAL_SEED = 7_001

@@ -69,7 +69,7 @@ def main() -> None:
             return GRPOTrainer(load_config(GRPOConfig, overrides, defaults="grpo.yaml"))
 
         phases = {metric.PERF_ROLLOUT_S: 0.0, metric.PERF_SCORE_S: 0.0}
-        trainer("sampler", args.sampler, shared).sample_groups(0, phases)
+        trainer("sampler", args.sampler, shared).groups.sample(0, phases, policy_is_init=True)
         print(f"sampler ({args.sampler}): first step's rollouts sampled and stored in "
               f"{phases[metric.PERF_ROLLOUT_S]:.1f} s", flush=True)
         runs = {"reader": trainer("reader", args.experiment, shared), "alone": trainer("alone", args.experiment)}

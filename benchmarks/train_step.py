@@ -50,8 +50,9 @@ from agentgrpo.envs.types import Action, StepResult
 from agentgrpo.policy.hf import load_policy
 from agentgrpo.rollout.engine import EpisodeSpec
 from agentgrpo.train.batch import RolloutBatch
-from agentgrpo.train.grpo import GRPOTrainer, derive_seed
+from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
+from agentgrpo.train.task_sampler import derive_seed
 
 
 def parse_args() -> argparse.Namespace:
@@ -244,9 +245,9 @@ def score_completions(trajectories: list[Trajectory], tokenizer: Any) -> None:
 
 def first_user_messages(trainer: GRPOTrainer, count: int, seed: int) -> list[str]:
     """The scripted user's opening message for ``count`` training tasks (cycled)."""
-    tasks = trainer.train_tasks
+    tasks = trainer.groups.train_tasks
     env_config = trainer.config.env
-    return [make_env(trainer.bundle, tasks[i % len(tasks)], env_config, user_seed=seed + i).reset()
+    return [make_env(trainer.groups.bundle, tasks[i % len(tasks)], env_config, user_seed=seed + i).reset()
             for i in range(count)]
 
 
@@ -265,14 +266,14 @@ def single_turn_overrides(args: argparse.Namespace, checkpoint: Path, run_dir: P
 
 def single_turn_step(trainer: GRPOTrainer, specs: list[EpisodeSpec], seed: int, step: int) -> int:
     """Rollout, scoring, advantages, (bypassed) old log-probs and update; returns tokens sampled."""
-    trajectories = trainer.engine.run(specs, seed=derive_seed("rollout", seed, step))
+    trajectories = trainer.groups.engine.run(specs, seed=derive_seed("rollout", seed, step))
     score_completions(trajectories, trainer.tokenizer)
-    trainer.score(trajectories)
+    trainer.groups.score(trajectories)
     batch, _ = trainer.compute_advantages(trajectories)
     plan = trainer.plan_updates(batch, step)
     trainer.compute_old_logprobs(batch, plan)
     trainer.update(batch, plan)
-    return trainer.engine.last_stats.policy_tokens
+    return trainer.groups.engine.last_stats.policy_tokens
 
 
 def ours_single_turn(trainer: GRPOTrainer, messages: list[str],
@@ -344,8 +345,8 @@ def trl_part(args: argparse.Namespace, checkpoint: Path, workdir: Path) -> float
         return None
     ours = grpo_trainer(single_turn_overrides(args, checkpoint, workdir / "single"))
     messages = first_user_messages(ours, args.prompts * (args.steps + 1), args.seed)
-    prompts = [ours.chat.initial_messages(message) for message in messages]
-    ours_ids = ours.chat.encode_prompt(prompts[0])
+    prompts = [ours.groups.chat.initial_messages(message) for message in messages]
+    ours_ids = ours.groups.chat.encode_prompt(prompts[0])
     trl_ids = list(ours.tokenizer.apply_chat_template(prompts[0], add_generation_prompt=True,
                                                       tokenize=True, return_dict=True)["input_ids"])
     print(f"\n== single-turn GRPO, ours vs TRL: {args.prompts} prompts x {args.generations} "

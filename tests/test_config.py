@@ -14,7 +14,7 @@ from agentgrpo.config import (
 )
 from agentgrpo.eval.evaluator import EvalConfig
 from agentgrpo.train.grpo_config import GRPOConfig
-from agentgrpo.train.sft import SFTConfig
+from agentgrpo.train.sft_config import SFTConfig
 
 EXPECTED = {
     "vanilla": ("grpo", None, 0.0, 0.0),

@@ -12,7 +12,7 @@ from agentgrpo.eval.evaluator import EvalConfig
 from agentgrpo.policy.device import resolve_device
 from agentgrpo.policy.settings import EvalPolicyConfig
 from agentgrpo.train.grpo_config import GRPOConfig
-from agentgrpo.train.sft import SFTConfig
+from agentgrpo.train.sft_config import SFTConfig
 
 
 def test_policy_shorthand_in_overrides_files_and_python(tmp_path):

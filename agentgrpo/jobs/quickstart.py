@@ -83,7 +83,8 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
     from agentgrpo.train.grpo import train_grpo
     from agentgrpo.train.grpo_config import GRPOConfig
     from agentgrpo.train.preflight import preflight_grpo, preflight_sft
-    from agentgrpo.train.sft import SFTConfig, train_sft
+    from agentgrpo.train.sft import train_sft
+    from agentgrpo.train.sft_config import SFTConfig
 
     start = time.perf_counter()
     out = Path(out)

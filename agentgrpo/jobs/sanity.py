@@ -180,7 +180,9 @@ def warm_up(grpo_config: Any, seed: int, out: Path) -> Path:
     from agentgrpo.envs.episode import run_episode
     from agentgrpo.envs.registry import build_env, get_domain
     from agentgrpo.policy.hf import build_policy
-    from agentgrpo.train.sft import Demonstration, SFTConfig, train_sft, transcript_text
+    from agentgrpo.train.demonstrations import Demonstration, transcript_text
+    from agentgrpo.train.sft import train_sft
+    from agentgrpo.train.sft_config import SFTConfig
 
     env = grpo_config.env
     sft_config = load_config(SFTConfig, [*SANITY_SFT, f"seed={seed}", f"run_dir={out / 'sft'}",

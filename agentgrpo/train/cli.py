@@ -33,8 +33,11 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_sft(args: argparse.Namespace) -> int:
+    # the trainers are imported when their command runs: they import torch and transformers,
+    # which every other command (and `agentgrpo --help`) would otherwise wait for
     from agentgrpo.train.preflight import preflight_sft
-    from agentgrpo.train.sft import SFTConfig, train_sft
+    from agentgrpo.train.sft import train_sft
+    from agentgrpo.train.sft_config import SFTConfig
 
     config = load_config(SFTConfig, args.overrides, defaults="sft.yaml", config_file=args.config)
     if args.print_config:
@@ -47,6 +50,7 @@ def run_sft(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    # lazy for the same reason as run_sft's
     from agentgrpo.train.grpo import train_grpo
     from agentgrpo.train.grpo_config import GRPOConfig
     from agentgrpo.train.preflight import preflight_grpo

@@ -1,16 +1,13 @@
 """The GRPO trainer for multi-turn tool agents (every variant of DESIGN.md §1).
 
-One step reads top to bottom in ``GRPOTrainer.step``: sample tasks (``trainer.task_sampler``)
-→ roll out a group of G trajectories per task → score them (outcome, plus PRM-Lite when
-``reward.process_coef > 0``) → leave out episodes without a usable reward (non-finite, or
-aborted by an LLM user's server that failed for good; a group left with fewer than two is
-skipped: ``drop_unusable``) → with ``trainer.dynamic_sampling``, leave out groups without
-signal and repeat on new tasks (``sample_groups``) → advantages and token weights (a named estimator from
-``agentgrpo.algos``) → old/reference log-probs → ``ppo_epochs`` × mini-batches of
-updates on ``agentgrpo.algos.grpo_objective`` (``L_pg + β·KL + λ·L_LLDS − c_H·H``) → LLD
-diagnostics; ``GRPOTrainer.train`` loops over the steps: step → validate → log → checkpoint.
-The variant is entirely in the config; nothing here branches on it. The metrics' names are
-``agentgrpo.metric_names``.
+``GRPOTrainer.train`` loops over the steps: step → validate → log → checkpoint. One step
+(``GRPOTrainer.step``) reads top to bottom: the step's scored groups (``GroupSampler.sample``
+in ``agentgrpo.train.groups``: tasks → rollouts → outcome + PRM-Lite → unusable episodes and,
+with ``trainer.dynamic_sampling``, groups without signal left out) → advantages and token
+weights (a named estimator from ``agentgrpo.algos``) → old/reference log-probs →
+``ppo_epochs`` × mini-batches of updates on ``agentgrpo.algos.grpo_objective``
+(``L_pg + β·KL + λ·L_LLDS − c_H·H``) → LLD diagnostics. The variant is entirely in the
+config; nothing here branches on it. The metrics' names are ``agentgrpo.metric_names``.
 
 The step's partition into mini- and micro-batches is planned once (``plan_updates``): the
 old log-probs, every epoch's updates and the after-update LLD pass run on the same
@@ -27,10 +24,7 @@ what the uninterrupted run would have done.
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
-import statistics
 import time
 import warnings
 from collections.abc import Iterator
@@ -39,31 +33,17 @@ from pathlib import Path
 
 import torch
 
-import agentgrpo
 from agentgrpo import metric_names as metric
-from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.algos import get_advantage_estimator, grpo_objective, llds_loss, preserve_token_count
 from agentgrpo.config import to_dict, to_yaml
-from agentgrpo.envs.registry import (
-    VALIDATION_SPLIT,
-    EnvBundle,
-    build_env,
-    build_heldout,
-    build_training_worlds,
-    make_env,
-    write_tools,
-)
-from agentgrpo.envs.types import Task
-from agentgrpo.openai_client import llm_user_client
-from agentgrpo.policy.device import autocast, model_device
+from agentgrpo.envs.registry import write_tools
+from agentgrpo.policy.device import model_device
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import load_for_training, load_policy, read_agent_config, resolve_delexicalise, save_policy
 from agentgrpo.progress import progress_bar
-from agentgrpo.rewards.prm_lite import PRMLite
-from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
 from agentgrpo.tracking import make_tracker
-from agentgrpo.train.batch import Dropped, RolloutBatch, collate, drop_unusable
+from agentgrpo.train.batch import RolloutBatch, collate
 from agentgrpo.train.checkpoint import (
     latest_checkpoint,
     load_trainer_state,
@@ -71,19 +51,19 @@ from agentgrpo.train.checkpoint import (
     restore_training_state,
     save_checkpoint,
 )
-from agentgrpo.train.group_filter import groups_in_order, is_informative, outcomes_by_task
+from agentgrpo.train.groups import GroupSampler
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 from agentgrpo.train.resume import check_resume_config, keep_changed_defaults
 from agentgrpo.train.rollout_metrics import rollout_metrics
-from agentgrpo.train.shared_rollouts import SharedRollouts, digest_files
 from agentgrpo.train.step_plan import UpdatePlan, disable_dropout, logprob_change, plan_updates
-from agentgrpo.train.task_sampler import TaskRefill, derive_seed, make_task_sampler
+from agentgrpo.train.task_sampler import TaskRefill, derive_seed
 
 
 class GRPOTrainer:
-    """Holds the model, optimizer, environment and engine; ``step()`` runs one training step,
-    ``train()`` the loop over them (with validation, logging and checkpoints)."""
+    """Holds the policy (and the frozen reference), the optimizer and the step's data side
+    (``groups``: environment, task sampler, rollout engine, PRM-Lite); ``step()`` runs one
+    training step, ``train()`` the loop over them (with validation, logging and checkpoints)."""
 
     share_forwards: bool = True
     """Skip the passes whose values another forward already gives: the first mini-batch's old
@@ -99,31 +79,17 @@ class GRPOTrainer:
         cfg.env.delexicalise = resolve_delexicalise(cfg.env.delexicalise, cfg.policy.init)  # the SFT checkpoint's view
         self.run_dir = Path(cfg.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.bundle: EnvBundle = build_env(cfg.env)
-        self.user_client = llm_user_client(cfg.env.user)  # None for the scripted user
-        # env.train_worlds > 1: fresh tasks of the training families from more worlds, each
-        # episode run in its task's own world (validation and test tasks stay world 0's)
-        self.worlds = build_training_worlds(cfg.env, training=self.bundle)
-        self.train_tasks = [task for world in self.worlds for task in world.tasks(cfg.trainer.task_splits)]
-        self.world_of = {task.task_id: world for world in self.worlds for task in world.tasks(cfg.trainer.task_splits)}
         t = cfg.trainer
-        self.sampler = make_task_sampler(t.task_sampler, self.train_tasks, t.tasks_per_step, cfg.seed,
-                                         floor=t.frontier_floor, ema=t.frontier_ema, refill=task_refill)
-        dtype = getattr(torch, cfg.policy.dtype)
         checkpoint = self._resume_checkpoint(force) if resume else None
         self.model, self.tokenizer = load_for_training(cfg.policy, checkpoint / "model" if checkpoint else None)
         disable_dropout(self.model)
         self.device = model_device(self.model)
-        self.reference = self._load_reference(dtype)
+        self.reference = self._load_reference(getattr(torch, cfg.policy.dtype))
         self.agent_config = read_agent_config(cfg.policy.init)
-        self.chat = ChatFormat(self.tokenizer, self.bundle.domain.tool_schemas(), self.bundle.domain.policy,
-                               prompt_style=self.agent_config["prompt_style"])
-        self.engine = RolloutEngine(self.model, self.chat, cfg.rollout)
-        self.shared_rollouts = self._shared_rollouts()
-        self.forward = PolicyForward(self.model, compile=cfg.trainer.compile, autocast=cfg.policy.autocast)
+        self.groups = GroupSampler(cfg, self.model, self.tokenizer, self.agent_config["prompt_style"], task_refill)
+        self.forward = PolicyForward(self.model, compile=t.compile, autocast=cfg.policy.autocast)
         self.reference_forward = (PolicyForward(self.reference, autocast=cfg.policy.autocast)
                                   if self.reference is not None else None)
-        self.prm = PRMLite.from_yaml(cfg.reward.prm_weights) if cfg.reward.prm_weights else PRMLite()
         self.estimator = get_advantage_estimator(cfg.algo.adv_estimator)
         updates_per_step = t.ppo_epochs * (t.tasks_per_step * t.group_size // t.mini_batch_size)
         self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
@@ -140,7 +106,7 @@ class GRPOTrainer:
             state = load_trainer_state(checkpoint)
             self.start_step = state["step"]
             self._policy_is_init = False
-            self.sampler.load_state_dict(state.get("task_sampler", {"kind": "uniform"}), self.start_step)
+            self.groups.load_state_dict(state.get("task_sampler", {"kind": "uniform"}), self.start_step)
         else:
             (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
         self.tracker = make_tracker(self.run_dir, cfg.logging.trackers, run_name=f"{cfg.experiment}-seed{cfg.seed}",
@@ -157,22 +123,6 @@ class GRPOTrainer:
             check_resume_config(checkpoint, self.run_dir, to_dict(self.config), force=force, defaults=defaults)
         return checkpoint
 
-    def _shared_rollouts(self) -> SharedRollouts | None:
-        """``trainer.shared_rollouts_dir``, keyed by everything this run's rollouts depend on."""
-        cfg = self.config
-        if cfg.trainer.shared_rollouts_dir is None:
-            return None
-        if self.user_client is not None:
-            warnings.warn("trainer.shared_rollouts_dir is ignored with an LLM user: its replies are not "
-                          "reproducible, so no two runs sample alike", stacklevel=2)
-            return None
-        return SharedRollouts(cfg.trainer.shared_rollouts_dir, {
-            "agentgrpo": agentgrpo.__version__, "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "policy": to_dict(cfg.policy), "policy_files": digest_files(cfg.policy.init),
-            "env": to_dict(cfg.env), "rollout": to_dict(cfg.rollout), "seed": cfg.seed,
-            "group_size": cfg.trainer.group_size, "tasks_per_step": cfg.trainer.tasks_per_step,
-        })
-
     def _load_reference(self, dtype: torch.dtype) -> torch.nn.Module | None:
         """The frozen initial policy for the KL term (skipped when β_kl = 0)."""
         if self.config.algo.kl_coef == 0:
@@ -186,12 +136,12 @@ class GRPOTrainer:
         """Run the remaining steps; returns the final checkpoint's model directory."""
         cfg, t = self.config, self.config.trainer
         if t.val_every and self.start_step == 0:  # where the curve starts: the initial policy
-            self.tracker.log(self.validate(0), 0)
+            self.tracker.log(self.groups.validate(0), 0)
         with progress_bar(t.steps, f"grpo[{cfg.experiment}]", cfg.logging.progress, self.start_step) as bar:
             for step in range(self.start_step, t.steps):
                 metrics = self.step(step)
                 if t.val_every and (step + 1) % t.val_every == 0:
-                    metrics.update(self.validate(step + 1))
+                    metrics.update(self.groups.validate(step + 1))
                 self.tracker.log(metrics, step + 1)
                 bar.update(1, reward=f"{metrics.get(metric.REWARD_OUTCOME_MEAN, math.nan):.2f}",
                            sat=f"{metrics.get(metric.REWARD_OUTCOME_SATURATED_GROUP_FRAC, 0):.2f}",
@@ -210,106 +160,21 @@ class GRPOTrainer:
         the step trained on is kept in ``last_batch``. Validation, logging and checkpoints
         are ``train()``'s."""
         timings = {metric.PERF_ROLLOUT_S: 0.0, metric.PERF_SCORE_S: 0.0}
-        trajectories, sampled, sampling_metrics = self.sample_groups(step, timings)
-        metrics = {**rollout_metrics(sampled, write_tools(self.config.env)), **sampling_metrics}
+        groups = self.groups.sample(step, timings, policy_is_init=self._policy_is_init)
+        metrics = {**rollout_metrics(groups.sampled, write_tools(self.config.env)), **groups.metrics}
         self.last_batch = None
-        if trajectories:
-            metrics.update(self.learn(trajectories, step, timings))
+        if groups.kept:
+            metrics.update(self.learn(groups.kept, step, timings))
         else:  # dynamic sampling found no informative group: nothing to learn from
             warnings.warn(f"step {step + 1}: no informative group in {self.config.trainer.max_generation_rounds} "
                           "generation rounds: no update", stacklevel=2)
             metrics[metric.ALGO_SKIPPED_STEP_FRAC] = 1.0
         metrics.update(timings)
         metrics[metric.PERF_STEP_S] = sum(timings.values())
-        metrics[metric.PERF_ENGINE_TOKENS_PER_S] = self.engine.last_stats.tokens_per_second
+        metrics[metric.PERF_ENGINE_TOKENS_PER_S] = self.groups.engine.last_stats.tokens_per_second
         return metrics
 
     # -------------------------------------------------------------------------- phases
-    def sample_groups(self, step: int, timings: dict[str, float]
-                      ) -> tuple[list[Trajectory], list[Trajectory], dict[str, float]]:
-        """Generation rounds of rollouts → score → leave out unusable episodes (``drop_unusable``);
-        with ``trainer.dynamic_sampling``, groups whose rewards (``informative_by``) all agree are
-        left out and more tasks are drawn until ``tasks_per_step`` informative groups are kept or
-        ``max_generation_rounds`` were rolled out. Every group's outcomes go to the task sampler.
-
-        Returns the trajectories to train on, every usable one sampled (for the rollout
-        metrics) and the ``rollout/`` metrics of the sampling (and of ``drop_unusable``).
-        """
-        t = self.config.trainer
-        rounds = t.max_generation_rounds if t.dynamic_sampling else 1
-        kept: list[Trajectory] = []
-        sampled: list[Trajectory] = []
-        dropped, drawn = Dropped(), set()
-        kept_groups = filtered = informative = sampled_groups = generation_round = shared_rounds = 0
-        for generation_round in range(rounds):
-            clock = time.perf_counter()
-            tasks = self.sampler.draw(step, generation_round, exclude=drawn)
-            drawn.update(task.task_id for task in tasks)
-            trajectories, shared = self._rollouts(step, generation_round, tasks)
-            shared_rounds += shared
-            timings[metric.PERF_ROLLOUT_S] += time.perf_counter() - clock
-            clock = time.perf_counter()
-            self.score(trajectories)
-            usable, round_dropped = drop_unusable(trajectories)
-            for f in dataclasses.fields(Dropped):
-                setattr(dropped, f.name, getattr(dropped, f.name) + getattr(round_dropped, f.name))
-            sampled.extend(usable)
-            groups = groups_in_order(usable)
-            self.sampler.observe(outcomes_by_task(groups))
-            for group in groups.values():
-                sampled_groups += 1
-                signal = is_informative(group, t.informative_by)
-                informative += signal
-                if not t.dynamic_sampling:
-                    continue
-                if not signal:
-                    filtered += 1
-                elif kept_groups < t.tasks_per_step:  # extra informative groups of the last round: unused
-                    kept.extend(group)
-                    kept_groups += 1
-            timings[metric.PERF_SCORE_S] += time.perf_counter() - clock
-            if not t.dynamic_sampling:
-                kept, kept_groups = usable, len(groups)
-            if kept_groups >= t.tasks_per_step:
-                break
-        metrics = {**dropped.metrics(), **self.sampler.metrics(),
-                   metric.ROLLOUT_GENERATION_ROUNDS: float(generation_round + 1),
-                   metric.ROLLOUT_SHARED_ROUNDS: float(shared_rounds),
-                   metric.ROLLOUT_FILTERED_GROUPS: float(filtered),
-                   metric.ROLLOUT_INFORMATIVE_GROUPS: float(informative if not t.dynamic_sampling else kept_groups),
-                   metric.ROLLOUT_INFORMATIVE_GROUP_FRAC: informative / max(sampled_groups, 1)}
-        return kept, sampled, metrics
-
-    def _rollouts(self, step: int, generation_round: int, tasks: list[Task]) -> tuple[list[Trajectory], bool]:
-        """``collect_rollouts``, or the same episodes another run stored (``shared_rollouts``)
-        while the policy is still ``policy.init``; and whether they were read."""
-        if self.shared_rollouts is None or not self._policy_is_init:
-            return self.collect_rollouts(step, generation_round, tasks), False
-        return self.shared_rollouts.get_or_sample(lambda: self.collect_rollouts(step, generation_round, tasks),
-                                                  step=step, generation_round=generation_round,
-                                                  tasks=[task.task_id for task in tasks])
-
-    def collect_rollouts(self, step: int, generation_round: int = 0, tasks: list | None = None) -> list[Trajectory]:
-        """G episodes for each task (by default the sampler's for the step's first round), all
-        rolled out together. Round r's groups are numbered after the earlier rounds' and its
-        sampling is seeded by (seed, step, r): round 0 is what a run without dynamic sampling samples."""
-        cfg = self.config
-        if tasks is None:
-            tasks = self.sampler.draw(step, generation_round)
-        first_index = generation_round * cfg.trainer.tasks_per_step
-        specs = []
-        for task_index, task in enumerate(tasks, start=first_index):
-            group_id = f"{step}:{task_index}:{task.task_id}"
-            for sample in range(cfg.trainer.group_size):
-                user_seed = derive_seed("user", cfg.seed, step, task_index, sample)
-                env = make_env(self.world_of.get(task.task_id, self.bundle), task, cfg.env, user_seed=user_seed,
-                               max_steps=cfg.rollout.max_turns, user_client=self.user_client,
-                               abort_on_endpoint_error=True)
-                specs.append(EpisodeSpec(env, task.task_id, group_id, sample))
-        seed_parts = ("rollout", cfg.seed, step) + ((generation_round,) if generation_round else ())
-        with autocast(self.device, cfg.policy.autocast):
-            return self.engine.run(specs, seed=derive_seed(*seed_parts))
-
     def learn(self, trajectories: list[Trajectory], step: int, timings: dict[str, float]) -> dict[str, float]:
         """Advantages → plan → old/reference log-probs → updates (→ LLD diagnostics) on one batch
         (kept in ``last_batch``)."""
@@ -335,25 +200,9 @@ class GRPOTrainer:
             timings[metric.PERF_LLD_S] = time.perf_counter() - clock
         return metrics
 
-    def score(self, trajectories: list[Trajectory]) -> None:
-        """Reward = outcome + process_coef · PRM-Lite process score; per-turn scores kept.
-
-        A non-finite outcome or process score (or an aborted episode's NaN) gives a NaN
-        reward (not an error): the episode is then dropped from the batch and counted
-        (``drop_unusable``).
-        """
-        coef = self.config.reward.process_coef
-        for traj in trajectories:
-            result = self.prm.score_trajectory(traj)
-            traj.process_score = result.process_score
-            traj.turn_process_scores = list(result.step_scores)
-            finite = math.isfinite(traj.outcome_reward) and math.isfinite(result.process_score)
-            traj.info["total_reward"] = result.reward(traj.outcome_reward, coef=coef) if finite else math.nan
-            traj.info["prm_fired"] = result.rule_counts()
-
     def compute_advantages(self, trajectories: list[Trajectory]) -> tuple[RolloutBatch, dict[str, float]]:
         algo = self.config.algo
-        batch = collate(trajectories, self.chat.pad_token_id).to(self.device)
+        batch = collate(trajectories, self.groups.chat.pad_token_id).to(self.device)
         advantages = self.estimator(
             batch.scores, batch.group_ids, batch.response_mask,
             turn_credit=batch.turn_scores, turn_credit_mask=batch.turn_mask, **algo.estimator_kwargs(),
@@ -469,35 +318,9 @@ class GRPOTrainer:
         return {metric.ALGO_LLD_RATE: float(metrics["lld/action_rate"]),
                 **logprob_change(new, batch.old_logprobs, batch.seq_advantages, batch.response_mask)}
 
-    def validate(self, steps_done: int) -> dict[str, float]:
-        """pass^1 on the validation tasks (training families, never trained on): what checkpoints
-        are chosen by. The same tasks and user seeds at every call, so the values form a curve."""
-        cfg = self.config
-        specs = [EpisodeSpec(make_env(bundle, task, cfg.env, user_seed=derive_seed("val", cfg.seed, i),
-                                      max_steps=cfg.rollout.max_turns, user_client=self.user_client),
-                             task.task_id, f"val:{i}")
-                 for i, (bundle, task) in enumerate(self.validation_tasks)]
-        val_rollout = dataclasses.replace(cfg.rollout, temperature=cfg.trainer.val_temperature)
-        engine = RolloutEngine(self.model, self.chat, val_rollout)
-        trajectories = engine.run(specs, seed=derive_seed("val", cfg.seed, steps_done))
-        return {metric.VAL_PASS1: statistics.fmean(t.outcome_reward for t in trajectories) if trajectories else 0.0,
-                metric.VAL_EPISODES: float(len(trajectories))}  # its sample size, for diagnose's val-vs-test check
-
-    @functools.cached_property
-    def validation_tasks(self) -> list[tuple[EnvBundle, Task]]:
-        """(world, task) pairs validation plays: the training world's validation split, or with
-        ``trainer.val_heldout`` fresh tasks of held-out validation worlds (built once)."""
-        cfg = self.config
-        if cfg.trainer.val_heldout:
-            worlds = build_heldout(cfg.env, [VALIDATION_SPLIT], cfg.trainer.val_tasks, training=self.bundle)
-            pairs = [(world, task) for world in worlds for task in world.splits.get(VALIDATION_SPLIT, [])]
-        else:
-            pairs = [(self.bundle, task) for task in self.bundle.tasks([VALIDATION_SPLIT])]
-        return pairs[: cfg.trainer.val_tasks]
-
     def save(self, step: int) -> Path:
         state = {"config": to_dict(self.config), "experiment": self.config.experiment,
-                 "task_sampler": self.sampler.state_dict()}
+                 "task_sampler": self.groups.state_dict()}
         return save_checkpoint(self.run_dir, step, self.model, self.tokenizer, self.optimizer, self.scheduler,
                                state, keep_last=self.config.trainer.keep_last, agent_config=self.agent_config)
 

@@ -12,10 +12,10 @@ from agentgrpo.envs.preflight import preflight_env
 from agentgrpo.policy.preflight import check_policy_source, check_training_policy
 from agentgrpo.preflight import check_file, check_trackers_installed, check_writable_dir
 from agentgrpo.rewards.config import PRMLiteConfig
+from agentgrpo.train.sft_config import SFTConfig
 
-if TYPE_CHECKING:  # annotations only: both config modules import torch
+if TYPE_CHECKING:  # an annotation only: the GRPO settings import torch, and the checks run before it loads
     from agentgrpo.train.grpo_config import GRPOConfig
-    from agentgrpo.train.sft import SFTConfig
 
 SFT_HINT = "run `agentgrpo sft` first (it writes runs/sft/final) or set policy.init=DIR"
 

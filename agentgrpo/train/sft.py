@@ -1,15 +1,16 @@
 """SFT warm-up on teacher transcripts, with Render-Twice-Diff loss masking.
 
-The teacher is the oracle agent talking to the scripted user on the covered_seen tasks
-(several episodes per task, each with a differently seeded user, so the policy sees
-varied phrasing), in every training world (``env.train_worlds``: many worlds teach the
-policy to read ids from its context instead of memorising one world's). A copy check
-(``agentgrpo.train.copy_check``) on held-out validation worlds is logged each epoch.
-Each transcript is rendered through the policy's chat template and
-only the assistant turns are labelled (``agentgrpo.agent.masking``). The loss is the
-mean negative log-likelihood over all labelled tokens of an optimizer batch, however
-it is split into micro-batches. Every sequence starts with the same system prompt, so
-the forward pass computes it once per micro-batch (``agentgrpo.policy.forward``).
+``train_sft`` reads top to bottom: the environment and its training worlds (``env.train_worlds``:
+many worlds teach the policy to read ids from its context instead of memorising one world's)
+→ the oracle's demonstrations on ``data.splits`` and the examples rendered from them
+(``agentgrpo.train.demonstrations``) → the policy (a built preset, its tokenizer trained on
+those worlds' text, or a checkpoint) → an optional copy warm-up → the SFT loop (``_fit``),
+with a copy check (``agentgrpo.train.copy_check``) on held-out validation worlds logged each
+epoch → the final checkpoint and ``sft_stats.json``. The settings are
+``agentgrpo.train.sft_config``. The loss is the mean negative log-likelihood over all labelled
+tokens of an optimizer batch, however it is split into micro-batches. Every sequence starts
+with the same system prompt, so the forward pass computes it once per micro-batch
+(``agentgrpo.policy.forward``).
 """
 from __future__ import annotations
 
@@ -17,32 +18,16 @@ import json
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from agentgrpo.agent.chat import ChatFormat
-from agentgrpo.agent.format import openai_assistant_text
-from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_example, build_sft_examples
-from agentgrpo.chat_content import content_text
-from agentgrpo.config import ConfigError, require, to_dict, to_yaml
-from agentgrpo.envs.config import EnvConfig
-from agentgrpo.envs.delex import delexicalise_messages, slot_tokens
-from agentgrpo.envs.episode import run_episode
-from agentgrpo.envs.registry import (
-    SPLIT_NAMES,
-    VALIDATION_SPLIT,
-    EnvBundle,
-    build_env,
-    build_heldout,
-    build_training_worlds,
-    domain_oracle,
-    id_kinds,
-    make_env,
-)
-from agentgrpo.openai_client import llm_user_client
+from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_examples
+from agentgrpo.config import ConfigError, to_dict, to_yaml
+from agentgrpo.envs.delex import slot_tokens
+from agentgrpo.envs.registry import EnvBundle, build_env, build_training_worlds, id_kinds
 from agentgrpo.policy.device import model_device
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import (
@@ -55,173 +40,26 @@ from agentgrpo.policy.hf import (
 )
 from agentgrpo.policy.lora import trainable_share
 from agentgrpo.policy.presets import PRESETS
-from agentgrpo.policy.settings import SFTPolicyConfig
 from agentgrpo.policy.tokenizer import domain_corpus
 from agentgrpo.progress import progress_bar
-from agentgrpo.tracking import TrackingConfig, make_tracker
+from agentgrpo.tracking import make_tracker
 from agentgrpo.train.copy_check import (
     CopyProbe,
     copied_values,
     copy_accuracy,
     copy_warmup_batch,
     copy_warmup_loss,
-    find_copy_spans,
 )
-from agentgrpo.train.id_relabel import relabel_ids
+from agentgrpo.train.demonstrations import (
+    Demonstration,
+    collect_demonstrations,
+    copy_probes,
+    policy_view,
+    relabelled_examples,
+    transcript_text,
+)
 from agentgrpo.train.optim import make_optimizer, make_scheduler
-
-
-@dataclass
-class SFTDataConfig:
-    splits: list[str] = field(default_factory=lambda: ["covered_seen"])
-    """Splits whose tasks get teacher demonstrations (the seed: covered_seen)."""
-    demos_per_task: int = 8
-    """Oracle episodes per task, each with a differently seeded scripted user."""
-    max_length: int = 6144
-    """Longest training sequence in tokens (longer transcripts are cut from the end)."""
-    tokenizer_split: Literal["word", "id"] = "word"
-    """A built preset's tokenizer: ``word`` (letters, digits and underscores form one word: the
-    training world's ids become single tokens, the quickstart's published numbers) or ``id``
-    (every world's ids the same tokens, ids taken out of the corpus: for training on many
-    worlds and evaluating on held-out ones; ``agentgrpo.policy.tokenizer.ID_SPLIT_PATTERN``)."""
-    copy_check_tasks: int = 16
-    """Held-out validation-world tasks whose oracle demonstrations the copy check reads each
-    epoch (teacher-forced accuracy on the ids the policy must copy from its context); 0 = off.
-    Needs a domain with held-out worlds (generated airline worlds; skipped, with the reason in
-    sft_stats.json, elsewhere)."""
-    copy_check_every: int = 0
-    """Also run the copy check every this many optimizer steps (0: only at each epoch's end)."""
-    relabel_ids: bool = False
-    """Give every copied id a fresh random value of the same shape on every pass over a
-    demonstration (``agentgrpo.train.id_relabel``), so SFT cannot lower its loss by memorising
-    its worlds' ids and must read them from the context."""
-
-    def __post_init__(self) -> None:
-        unknown = [s for s in self.splits if s not in SPLIT_NAMES]
-        require(bool(self.splits) and not unknown, "data.splits", self.splits,
-                f"must be a non-empty list of {list(SPLIT_NAMES)}")
-        require(self.demos_per_task >= 1, "data.demos_per_task", self.demos_per_task, "must be >= 1")
-        require(self.max_length >= 1, "data.max_length", self.max_length, "must be >= 1 (tokens)")
-        require(self.tokenizer_split in ("word", "id"), "data.tokenizer_split", self.tokenizer_split,
-                "must be word or id")
-        require(self.copy_check_tasks >= 0, "data.copy_check_tasks", self.copy_check_tasks, "must be >= 0")
-        require(self.copy_check_every >= 0, "data.copy_check_every", self.copy_check_every, "must be >= 0")
-
-
-@dataclass
-class SFTTrainerConfig:
-    epochs: int = 12
-    batch_size: int = 16
-    """Sequences per optimizer step."""
-    micro_batch_size: int = 8
-    """Sequences per forward/backward."""
-    lr: float = 3e-3
-    """Peak AdamW learning rate of the cosine schedule."""
-    min_lr_ratio: float = 0.05
-    """The schedule's final learning rate as a share of ``lr``, in [0, 1]."""
-    warmup_ratio: float = 0.05
-    """Share of the optimizer steps spent warming up linearly, in [0, 1]."""
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    """Gradients are clipped to this global norm (> 0)."""
-    compile: bool = False
-    """torch.compile the decoder (a one-off compile of ~1 minute; pays off for long runs and larger models)."""
-    copy_warmup_steps: int = 0
-    """Optimizer steps of a copy warm-up before SFT (``agentgrpo.train.copy_check.copy_warmup_batch``:
-    a random segment of id tokens hidden among random id tokens, then the segment again; loss on
-    the repeat after its first token). A model built from
-    a config has no in-context copying circuit, which a pretrained LM gets from pretraining;
-    without one it writes ids of the right shape that are not the ones in its context."""
-    copy_warmup_length: int = 8
-    """Tokens in each random segment of the copy warm-up (an id is 6-14 tokens with the id split)."""
-    copy_warmup_context: int = 120
-    """Random tokens the segment hides in, at a random place (0: the segment follows itself at a
-    fixed distance, which a positional head solves without learning to copy by content)."""
-    copy_warmup_batch_size: int = 32
-    """Sequences per copy warm-up step."""
-    copy_mix_weight: float = 0.0
-    """> 0: every SFT step also takes this weight times the copy warm-up's loss on a fresh random
-    batch, so SFT keeps the copy circuit the warm-up built."""
-
-    def __post_init__(self) -> None:
-        require(self.epochs >= 1, "trainer.epochs", self.epochs, "must be >= 1")
-        require(self.batch_size >= 1, "trainer.batch_size", self.batch_size, "must be >= 1")
-        require(self.micro_batch_size >= 1 and self.batch_size % self.micro_batch_size == 0,
-                "trainer.micro_batch_size", self.micro_batch_size,
-                f"must divide trainer.batch_size ({self.batch_size})")
-        require(self.lr >= 0, "trainer.lr", self.lr, "must be >= 0")
-        for key in ("min_lr_ratio", "warmup_ratio"):
-            require(0 <= getattr(self, key) <= 1, f"trainer.{key}", getattr(self, key), "must be in [0, 1]")
-        require(self.weight_decay >= 0, "trainer.weight_decay", self.weight_decay, "must be >= 0")
-        require(self.max_grad_norm > 0, "trainer.max_grad_norm", self.max_grad_norm, "must be > 0")
-        require(self.copy_warmup_context == 0 or self.copy_warmup_context >= self.copy_warmup_length,
-                "trainer.copy_warmup_context", self.copy_warmup_context,
-                "must be 0 or hold the segment (>= trainer.copy_warmup_length)")
-        for key in ("copy_warmup_length", "copy_warmup_batch_size"):
-            require(getattr(self, key) >= 1, f"trainer.{key}", getattr(self, key), "must be >= 1")
-        require(self.copy_warmup_steps >= 0, "trainer.copy_warmup_steps", self.copy_warmup_steps, "must be >= 0")
-        require(self.copy_mix_weight >= 0, "trainer.copy_mix_weight", self.copy_mix_weight, "must be >= 0")
-
-
-@dataclass
-class SFTConfig:
-    seed: int = 0
-    run_dir: str = "runs/sft"
-    policy: SFTPolicyConfig = field(default_factory=SFTPolicyConfig)
-    """The model (``policy=tiny`` is short for ``policy.init=tiny``: a built preset, a checkpoint
-    directory, a Hub id, a .gguf file), its device, precision, gradient checkpointing and LoRA."""
-    prompt_style: Literal["full", "compact"] | None = None
-    """System prompt: full (policy + JSON schemas) or compact; None = compact for built presets,
-    the checkpoint's own for a checkpoint (its agentgrpo.json; full without one)."""
-    env: EnvConfig = field(default_factory=EnvConfig)
-    data: SFTDataConfig = field(default_factory=SFTDataConfig)
-    trainer: SFTTrainerConfig = field(default_factory=SFTTrainerConfig)
-    logging: TrackingConfig = field(default_factory=TrackingConfig)
-    """Metric backends besides JSONL (``logging.trackers=[tensorboard,wandb]``) and their project, as in train."""
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if isinstance(self.policy, str):  # SFTConfig(policy="tiny") from Python, like policy=tiny on the command line
-            self.policy = SFTPolicyConfig(init=self.policy)
-
-
-@dataclass
-class Demonstration:
-    task_id: str
-    user_seed: int
-    reward: float
-    messages: list[dict[str, Any]]
-
-
-def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConfig, splits: list[str],
-                           per_task: int, seed: int) -> list[Demonstration]:
-    """Oracle transcripts with the scripted user on the ``splits`` tasks of every world in
-    ``bundles``; failed episodes are dropped. With ``config.delexicalise`` the transcripts are
-    as a delexicalising policy sees them (ids as slots)."""
-    demos = []
-    user_client = llm_user_client(config.user)  # None for the scripted user (the default)
-    kinds = id_kinds(config) if config.delexicalise else None
-    for bundle in bundles if isinstance(bundles, list) else [bundles]:
-        for task in bundle.tasks(splits):
-            for k in range(per_task):
-                user_seed = seed * 1000 + k
-                # the oracle reads the real world; the transcript is then put in the policy's view
-                env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client,
-                               delexicalise=False)
-                result = run_episode(env, domain_oracle(config, bundle, task))
-                if result.reward == 1.0:
-                    messages = delexicalise_messages(result.messages, kinds) if kinds else result.messages
-                    demos.append(Demonstration(task.task_id, user_seed, result.reward, messages))
-    return demos
-
-
-def transcript_text(messages: list[dict[str, Any]]) -> str:
-    """Plain text of a transcript as the policy sees it (tokenizer training corpus)."""
-    return "\n".join(
-        openai_assistant_text(m) if m["role"] == "assistant" else content_text(m.get("content"))
-        for m in messages
-        if m["role"] != "system"
-    )
+from agentgrpo.train.sft_config import SFTConfig, SFTTrainerConfig
 
 
 def resolve_prompt_style(config: SFTConfig) -> str:
@@ -252,12 +90,6 @@ def prepare_policy(config: SFTConfig, worlds: list[EnvBundle], demos: list[Demon
     return load_for_training(config.policy)
 
 
-def policy_view(chat: ChatFormat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A recorded transcript as the policy sees it: our system prompt, then the chat messages."""
-    rest = messages[1:] if messages and messages[0]["role"] == "system" else messages
-    return [{"role": "system", "content": chat.system_prompt}, *chat.chat_messages(rest)]
-
-
 def collate_examples(examples: list[SFTExample], pad_token_id: int) -> tuple[torch.Tensor, ...]:
     """(input_ids, attention_mask, label_mask), each (B, T), right-padded."""
     width = max(len(e.input_ids) for e in examples)
@@ -270,35 +102,6 @@ def collate_examples(examples: list[SFTExample], pad_token_id: int) -> tuple[tor
         attention_mask[row, :n] = 1
         label_mask[row, :n] = torch.tensor([float(label != IGNORE_INDEX) for label in example.labels])
     return input_ids, attention_mask, label_mask
-
-
-def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat) -> tuple[list[CopyProbe], str | None]:
-    """The copy check's probes: one oracle demonstration of each of ``data.copy_check_tasks``
-    validation tasks from held-out worlds (never a training or test world). Returns
-    ``(probes, None)``, or ``([], reason)`` when the check is off or the domain cannot draw them."""
-    if config.data.copy_check_tasks == 0:
-        return [], "off (data.copy_check_tasks=0)"
-    try:
-        worlds = build_heldout(config.env, [VALIDATION_SPLIT], config.data.copy_check_tasks, training=bundle)
-    except ConfigError as e:
-        return [], f"unavailable: {e}"
-    demos = collect_demonstrations(worlds, config.env, [VALIDATION_SPLIT], per_task=1, seed=config.seed + 1)
-    probes = []
-    for demo in demos:  # one example per demonstration: a rejected one must not shift the pairing
-        example = build_sft_example(chat, policy_view(chat, demo.messages), max_length=config.data.max_length)
-        if example is not None:
-            spans = find_copy_spans(example, [chat.encode(v) for v in copied_values(demo.messages)])
-            probes.append(CopyProbe(example.input_ids, spans))
-    return probes, None
-
-
-def relabelled_examples(chat: ChatFormat, demos: list[Demonstration], seed: int, epoch: int,
-                        max_length: int) -> list[SFTExample]:
-    """One epoch's examples with fresh ids (``data.relabel_ids``): the draw depends on ``seed``
-    and ``epoch`` only, so a rerun trains on the same sequence of relabelled transcripts."""
-    rng = random.Random(seed * 1_000_003 + epoch)
-    return build_sft_examples(chat, [policy_view(chat, relabel_ids(d.messages, rng)) for d in demos],
-                              max_length=max_length)[0]
 
 
 def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = None) -> Path:

@@ -12,7 +12,7 @@ from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.delex import DelexEnv, Delexicaliser, IdKind, delexicalise_messages, slot_tokens
 from agentgrpo.envs.registry import build_training_worlds, id_kinds, make_env
 from agentgrpo.envs.types import Action
-from agentgrpo.train.sft import collect_demonstrations
+from agentgrpo.train.demonstrations import collect_demonstrations
 
 
 def test_slots_by_first_appearance_and_kind():

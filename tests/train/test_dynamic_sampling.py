@@ -47,7 +47,8 @@ def test_informative_groups_by_hand():
 def test_saturated_groups_never_reach_the_loss_and_rounds_stop_at_the_cap(tiny_policy_dir, tmp_path):
     trainer = GRPOTrainer(ds_config(tiny_policy_dir, tmp_path, "trainer.informative_by=reward"))
     timings = {"perf/rollout_s": 0.0, "perf/score_s": 0.0}
-    kept, sampled, metrics = trainer.sample_groups(0, timings)
+    sampled_groups = trainer.groups.sample(0, timings, policy_is_init=True)
+    kept, sampled, metrics = sampled_groups.kept, sampled_groups.sampled, sampled_groups.metrics
     groups = groups_in_order(sampled)
     informative = {gid for gid, group in groups.items() if is_informative(group, "reward")}
     filtered = set(groups) - informative
@@ -83,9 +84,10 @@ def test_round_zero_is_what_a_run_without_dynamic_sampling_samples(tiny_policy_d
     plain = GRPOTrainer(ds_config(tiny_policy_dir, tmp_path / "plain", "trainer.dynamic_sampling=false"))
     dynamic = GRPOTrainer(ds_config(tiny_policy_dir, tmp_path / "ds", "trainer.informative_by=reward"))
     timings = {"perf/rollout_s": 0.0, "perf/score_s": 0.0}
-    kept, sampled, metrics = plain.sample_groups(0, dict(timings))
+    plain_groups = plain.groups.sample(0, dict(timings), policy_is_init=True)
+    kept, sampled, metrics = plain_groups.kept, plain_groups.sampled, plain_groups.metrics
     assert kept == sampled and metrics["rollout/generation_rounds"] == 1 and metrics["rollout/filtered_groups"] == 0
-    _, ds_sampled, _ = dynamic.sample_groups(0, dict(timings))
+    ds_sampled = dynamic.groups.sample(0, dict(timings), policy_is_init=True).sampled
     first_round = [t for t in ds_sampled if t.group_id in {s.group_id for s in sampled}]
     assert [(t.group_id, t.token_ids) for t in first_round] == [(t.group_id, t.token_ids) for t in sampled]
 

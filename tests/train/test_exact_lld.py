@@ -35,8 +35,8 @@ def llds_config(policy_dir, run_dir, *overrides: str) -> GRPOConfig:
 def trajectories(tiny_policy_dir, tmp_path_factory):
     """One real rollout batch of the tiny policy (8 episodes of up to 2 turns), shared by the tests."""
     trainer = GRPOTrainer(llds_config(tiny_policy_dir, tmp_path_factory.mktemp("rollout")))
-    trajectories = trainer.collect_rollouts(0)
-    trainer.score(trajectories)
+    trajectories = trainer.groups.collect_rollouts(0)
+    trainer.groups.score(trajectories)
     return trajectories
 
 

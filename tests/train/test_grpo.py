@@ -76,7 +76,7 @@ def test_vanilla_update_equals_the_hand_checked_grpo_gradient(tiny_policy_dir, t
     trainer = GRPOTrainer(config)
     trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
     trainer.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.optimizer, lambda _: 1.0)
-    batch, _ = trainer.compute_advantages(synthetic_trajectories(trainer.chat.pad_token_id))
+    batch, _ = trainer.compute_advantages(synthetic_trajectories(trainer.groups.chat.pad_token_id))
     # group (1, 0): mean 0.5, std 0.5 → A = ±0.5/(0.5 + 1e-6); group (1, 1): A = 0
     a = 0.5 / (0.5 + 1e-6)
     torch.testing.assert_close(batch.seq_advantages, torch.tensor([a, -a, 0.0, 0.0]))
@@ -105,7 +105,7 @@ def test_adv_std_eps_keeps_process_only_differences_small(tiny_policy_dir, tmp_p
                          "algo.adv_std_eps=0.1", "trainer.mini_batch_size=4", "trainer.micro_batch_size=2",
                          "trainer.tasks_per_step=2")
     trainer = GRPOTrainer(config)
-    trajectories = synthetic_trajectories(trainer.chat.pad_token_id)
+    trajectories = synthetic_trajectories(trainer.groups.chat.pad_token_id)
     # group 2 both succeed; their total rewards differ only by 0.3 x a process-score gap of 0.01
     for traj, total in zip(trajectories, [1.0, 0.0, 1.003, 1.0]):
         traj.info["total_reward"] = total

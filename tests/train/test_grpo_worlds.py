@@ -19,16 +19,16 @@ def test_training_tasks_come_from_every_world_and_run_in_their_own(tiny_policy_d
         "trainer.lld_diagnostic=false", "logging.progress=false",
     ], defaults="grpo.yaml")
     trainer = GRPOTrainer(config)
-    first, second = trainer.worlds
-    assert first is trainer.bundle and second.world_seed != first.world_seed
-    assert trainer.train_tasks == [*first.tasks(TRAIN_SPLITS), *second.tasks(TRAIN_SPLITS)]
+    first, second = trainer.groups.worlds
+    assert first is trainer.groups.bundle and second.world_seed != first.world_seed
+    assert trainer.groups.train_tasks == [*first.tasks(TRAIN_SPLITS), *second.tasks(TRAIN_SPLITS)]
     assert len(second.tasks(TRAIN_SPLITS)) > len(first.tasks(TRAIN_SPLITS))
     # a world-1 task is solvable in its own world only: the oracle succeeds there, and its user is not in world 0
     task = second.tasks(TRAIN_SPLITS)[0]
-    assert trainer.world_of[task.task_id] is second
+    assert trainer.groups.world_of[task.task_id] is second
     assert task.user_id not in first.domain.new_state().materialize()["users"]
     oracle = run_episode(make_env(second, task, config.env, user_seed=0), domain_oracle(config.env, second, task))
     assert oracle.reward == 1.0
     # the trainer rolls it out there (its episodes start: the user of world 1 exists for them)
-    trajectories = trainer.collect_rollouts(0, tasks=[task])
+    trajectories = trainer.groups.collect_rollouts(0, tasks=[task])
     assert len(trajectories) == 2 and all(t.task_id == task.task_id for t in trajectories)

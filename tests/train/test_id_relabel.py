@@ -11,8 +11,8 @@ import pytest
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import build_env
 from agentgrpo.train.copy_check import copied_values
+from agentgrpo.train.demonstrations import collect_demonstrations
 from agentgrpo.train.id_relabel import relabel_ids
-from agentgrpo.train.sft import collect_demonstrations
 
 
 def _call(name, call_id="call_1", **arguments):

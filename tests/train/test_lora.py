@@ -17,7 +17,8 @@ from agentgrpo.policy.hf import load_policy
 from agentgrpo.policy.lora import adapter_base
 from agentgrpo.train.grpo import train_grpo
 from agentgrpo.train.grpo_config import GRPOConfig
-from agentgrpo.train.sft import SFTConfig, train_sft
+from agentgrpo.train.sft import train_sft
+from agentgrpo.train.sft_config import SFTConfig
 
 peft = pytest.importorskip("peft", reason="the LoRA tests need peft: pip install 'agentgrpo[lora]'")
 LORA = ["policy.lora.rank=4", "policy.lora.alpha=8"]

@@ -36,10 +36,16 @@ def test_drop_non_finite_by_hand():
 class NaNGraderTrainer(GRPOTrainer):
     """A trainer whose grader returns NaN for the first episode of every step."""
 
-    def collect_rollouts(self, step: int, *args, **kwargs) -> list[Trajectory]:
-        trajectories = super().collect_rollouts(step, *args, **kwargs)
-        trajectories[0].outcome_reward = math.nan
-        return trajectories
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        collect_rollouts = self.groups.collect_rollouts
+
+        def collect_with_a_nan(step: int, *args, **kwargs) -> list[Trajectory]:
+            trajectories = collect_rollouts(step, *args, **kwargs)
+            trajectories[0].outcome_reward = math.nan
+            return trajectories
+
+        self.groups.collect_rollouts = collect_with_a_nan
 
 
 def test_a_nan_reward_episode_is_excluded_and_counted(tiny_policy_dir, tmp_path):

@@ -13,9 +13,11 @@ from agentgrpo.envs.registry import build_training_worlds
 from agentgrpo.eval.evaluator import EvalConfig, evaluate
 from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
 from agentgrpo.tracking import read_metrics
+from agentgrpo.train.demonstrations import collect_demonstrations, policy_view, relabelled_examples
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
-from agentgrpo.train.sft import SFTConfig, collect_demonstrations, policy_view, relabelled_examples, train_sft
+from agentgrpo.train.sft import train_sft
+from agentgrpo.train.sft_config import SFTConfig
 
 
 def test_demonstrations_are_successful_varied_and_seen_through_our_system_prompt(tiny_policy_dir):

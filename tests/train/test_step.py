@@ -53,13 +53,13 @@ def test_step_leaves_out_unusable_episodes(tiny_policy_dir, tmp_path):
     """What ``train()`` does each step, ``step()`` does: an episode whose reward is NaN leaves the batch
     (``drop_unusable``), and its group, left with one episode, is skipped."""
     trainer = GRPOTrainer(fast_config(tiny_policy_dir, tmp_path))
-    score = trainer.score
+    score = trainer.groups.score
 
     def score_one_nan(trajectories):
         score(trajectories)
         trajectories[0].info["total_reward"] = math.nan
 
-    trainer.score = score_one_nan
+    trainer.groups.score = score_one_nan
     metrics = trainer.step(0)
     assert metrics[metric.REWARD_NON_FINITE] == 1.0 and metrics[metric.ROLLOUT_SKIPPED_GROUPS] == 1.0
     assert trainer.last_batch.input_ids.shape[0] == 2  # the other group's two episodes

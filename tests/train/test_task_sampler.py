@@ -99,7 +99,7 @@ def test_a_resumed_frontier_run_draws_and_learns_exactly_what_the_uninterrupted_
     GRPOTrainer(frontier_config(tiny_policy_dir, straight, 3)).train()
     GRPOTrainer(frontier_config(tiny_policy_dir, resumed, 1)).train()
     trainer = GRPOTrainer(frontier_config(tiny_policy_dir, resumed, 3), resume=True)
-    assert trainer.start_step == 1 and trainer.sampler.stats  # restored, not fresh
+    assert trainer.start_step == 1 and trainer.groups.task_sampler.stats  # restored, not fresh
     trainer.train()
     for step in (1, 2, 3):
         assert sampler_state(straight, step) == sampler_state(resumed, step)
@@ -118,8 +118,8 @@ def test_the_trainer_passes_a_refill_to_the_frontier_pool(tiny_policy_dir, tmp_p
         return fresh if step == 0 else []
 
     trainer = GRPOTrainer(frontier_config(tiny_policy_dir, tmp_path, 1), task_refill=refill)
-    fresh.extend(trainer.bundle.tasks(["unseen"]))
-    assert not {t.task_id for t in fresh} & set(trainer.sampler.pool)
-    trainer.sampler.draw(0, 0)
-    assert {t.task_id for t in fresh} <= set(trainer.sampler.pool)
-    assert trainer.sampler.metrics()["sampler/pool_tasks"] == len(trainer.train_tasks) + len(fresh)
+    fresh.extend(trainer.groups.bundle.tasks(["unseen"]))
+    assert not {t.task_id for t in fresh} & set(trainer.groups.task_sampler.pool)
+    trainer.groups.task_sampler.draw(0, 0)
+    assert {t.task_id for t in fresh} <= set(trainer.groups.task_sampler.pool)
+    assert trainer.groups.task_sampler.metrics()["sampler/pool_tasks"] == len(trainer.groups.train_tasks) + len(fresh)

@@ -17,7 +17,7 @@ from agentgrpo.eval.evaluator import EvalConfig
 from agentgrpo.jobs.ablate_grid import Job, run_jobs
 from agentgrpo.tracking import TRACKING_FILE, flat_numbers, make_tracker, read_metrics, wandb_mode
 from agentgrpo.train.grpo_config import GRPOConfig
-from agentgrpo.train.sft import SFTConfig
+from agentgrpo.train.sft_config import SFTConfig
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import json
 import pytest
 from helpers import SMALL_ENV_OVERRIDES
 
-import agentgrpo.train.grpo as grpo
+import agentgrpo.train.groups as groups
 from agentgrpo.config import ConfigError, load_config
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
@@ -23,16 +23,16 @@ def config(policy_dir, run_dir, *overrides: str) -> GRPOConfig:
 
 def test_validation_runs_the_validation_split(tiny_policy_dir, tmp_path, monkeypatch):
     played = []
-    real_make_env = grpo.make_env
+    real_make_env = groups.make_env
 
     def recording_make_env(bundle, task, *args, **kwargs):  # the real environment, its task noted
         played.append(task.task_id)
         return real_make_env(bundle, task, *args, **kwargs)
 
-    monkeypatch.setattr(grpo, "make_env", recording_make_env)
+    monkeypatch.setattr(groups, "make_env", recording_make_env)
     trainer = GRPOTrainer(config(tiny_policy_dir, tmp_path, "trainer.val_every=1", "trainer.val_tasks=3"))
     trainer.train()
-    validation = [task.task_id for task in trainer.bundle.splits["validation"]]
+    validation = [task.task_id for task in trainer.groups.bundle.splits["validation"]]
     assert played[:3] == validation[:3] and played[-3:] == validation[:3]  # before the first step and after it
     start, first = (json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines())
     assert start == {"step": 0, "val/pass1": start["val/pass1"], "val/episodes": 3.0}  # the initial policy
@@ -41,22 +41,23 @@ def test_validation_runs_the_validation_split(tiny_policy_dir, tmp_path, monkeyp
 
 def test_heldout_validation_plays_fresh_worlds_the_same_tasks_each_time(tiny_policy_dir, tmp_path, monkeypatch):
     played = []
-    real_make_env = grpo.make_env
+    real_make_env = groups.make_env
 
     def recording_make_env(bundle, task, *args, **kwargs):
         played.append((bundle.world_seed, task.task_id))
         return real_make_env(bundle, task, *args, **kwargs)
 
-    monkeypatch.setattr(grpo, "make_env", recording_make_env)
+    monkeypatch.setattr(groups, "make_env", recording_make_env)
     trainer = GRPOTrainer(config(tiny_policy_dir, tmp_path, "trainer.val_every=1", "trainer.val_tasks=4",
                                  "trainer.val_heldout=true", "env.splits.validation=0"))
     trainer.train()
     start, after = played[:4], played[-4:]
     assert start == after  # a curve: the same tasks before and after the step
-    training_seed = trainer.bundle.world_seed
+    training_seed = trainer.groups.bundle.world_seed
     assert all(seed >= 2 * 10**9 for seed, _ in start) and training_seed < 10**9  # validation worlds only
-    families = {task.family for _, task in trainer.validation_tasks}
-    trained = {task.family for split in ("covered_seen", "uncovered_seen") for task in trainer.bundle.splits[split]}
+    families = {task.family for _, task in trainer.groups.validation_tasks}
+    bundle = trainer.groups.bundle
+    trained = {task.family for split in ("covered_seen", "uncovered_seen") for task in bundle.splits[split]}
     assert families <= trained  # the training families, in worlds never trained on
 
 

@@ -1,0 +1,101 @@
+"""SFT's data side: the oracle's demonstrations, the examples rendered from them, and the
+copy check's probes.
+
+The teacher is the oracle agent talking to the scripted user (several episodes per task,
+each with a differently seeded user, so the policy sees varied phrasing) in every world it
+is given. A transcript is rendered through the policy's chat template as the policy sees it
+(``policy_view``); only the assistant turns are labelled (``agentgrpo.agent.masking``).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from agentgrpo.agent.chat import ChatFormat
+from agentgrpo.agent.format import openai_assistant_text
+from agentgrpo.agent.masking import SFTExample, build_sft_example, build_sft_examples
+from agentgrpo.chat_content import content_text
+from agentgrpo.config import ConfigError
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.delex import delexicalise_messages
+from agentgrpo.envs.episode import run_episode
+from agentgrpo.envs.registry import VALIDATION_SPLIT, EnvBundle, build_heldout, domain_oracle, id_kinds, make_env
+from agentgrpo.openai_client import llm_user_client
+from agentgrpo.train.copy_check import CopyProbe, copied_values, find_copy_spans
+from agentgrpo.train.id_relabel import relabel_ids
+from agentgrpo.train.sft_config import SFTConfig
+
+
+@dataclass
+class Demonstration:
+    task_id: str
+    user_seed: int
+    reward: float
+    messages: list[dict[str, Any]]
+
+
+def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConfig, splits: list[str],
+                           per_task: int, seed: int) -> list[Demonstration]:
+    """Oracle transcripts with the scripted user on the ``splits`` tasks of every world in
+    ``bundles``; failed episodes are dropped. With ``config.delexicalise`` the transcripts are
+    as a delexicalising policy sees them (ids as slots)."""
+    demos = []
+    user_client = llm_user_client(config.user)  # None for the scripted user (the default)
+    kinds = id_kinds(config) if config.delexicalise else None
+    for bundle in bundles if isinstance(bundles, list) else [bundles]:
+        for task in bundle.tasks(splits):
+            for k in range(per_task):
+                user_seed = seed * 1000 + k
+                # the oracle reads the real world; the transcript is then put in the policy's view
+                env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client,
+                               delexicalise=False)
+                result = run_episode(env, domain_oracle(config, bundle, task))
+                if result.reward == 1.0:
+                    messages = delexicalise_messages(result.messages, kinds) if kinds else result.messages
+                    demos.append(Demonstration(task.task_id, user_seed, result.reward, messages))
+    return demos
+
+
+def transcript_text(messages: list[dict[str, Any]]) -> str:
+    """Plain text of a transcript as the policy sees it (tokenizer training corpus)."""
+    return "\n".join(
+        openai_assistant_text(m) if m["role"] == "assistant" else content_text(m.get("content"))
+        for m in messages
+        if m["role"] != "system"
+    )
+
+
+def policy_view(chat: ChatFormat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A recorded transcript as the policy sees it: our system prompt, then the chat messages."""
+    rest = messages[1:] if messages and messages[0]["role"] == "system" else messages
+    return [{"role": "system", "content": chat.system_prompt}, *chat.chat_messages(rest)]
+
+
+def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat) -> tuple[list[CopyProbe], str | None]:
+    """The copy check's probes: one oracle demonstration of each of ``data.copy_check_tasks``
+    validation tasks from held-out worlds (never a training or test world). Returns
+    ``(probes, None)``, or ``([], reason)`` when the check is off or the domain cannot draw them."""
+    if config.data.copy_check_tasks == 0:
+        return [], "off (data.copy_check_tasks=0)"
+    try:
+        worlds = build_heldout(config.env, [VALIDATION_SPLIT], config.data.copy_check_tasks, training=bundle)
+    except ConfigError as e:
+        return [], f"unavailable: {e}"
+    demos = collect_demonstrations(worlds, config.env, [VALIDATION_SPLIT], per_task=1, seed=config.seed + 1)
+    probes = []
+    for demo in demos:  # one example per demonstration: a rejected one must not shift the pairing
+        example = build_sft_example(chat, policy_view(chat, demo.messages), max_length=config.data.max_length)
+        if example is not None:
+            spans = find_copy_spans(example, [chat.encode(v) for v in copied_values(demo.messages)])
+            probes.append(CopyProbe(example.input_ids, spans))
+    return probes, None
+
+
+def relabelled_examples(chat: ChatFormat, demos: list[Demonstration], seed: int, epoch: int,
+                        max_length: int) -> list[SFTExample]:
+    """One epoch's examples with fresh ids (``data.relabel_ids``): the draw depends on ``seed``
+    and ``epoch`` only, so a rerun trains on the same sequence of relabelled transcripts."""
+    rng = random.Random(seed * 1_000_003 + epoch)
+    return build_sft_examples(chat, [policy_view(chat, relabel_ids(d.messages, rng)) for d in demos],
+                              max_length=max_length)[0]

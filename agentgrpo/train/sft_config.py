@@ -1,0 +1,126 @@
+"""The settings of ``agentgrpo sft`` (the schema of ``configs/sft.yaml``): the model, the
+environment its teacher plays, the demonstrations and the optimisation."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentgrpo.config import require
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.registry import SPLIT_NAMES
+from agentgrpo.policy.settings import SFTPolicyConfig
+from agentgrpo.tracking import TrackingConfig
+
+
+@dataclass
+class SFTDataConfig:
+    splits: list[str] = field(default_factory=lambda: ["covered_seen"])
+    """Splits whose tasks get teacher demonstrations (the seed: covered_seen)."""
+    demos_per_task: int = 8
+    """Oracle episodes per task, each with a differently seeded scripted user."""
+    max_length: int = 6144
+    """Longest training sequence in tokens (longer transcripts are cut from the end)."""
+    tokenizer_split: Literal["word", "id"] = "word"
+    """A built preset's tokenizer: ``word`` (letters, digits and underscores form one word: the
+    training world's ids become single tokens, the quickstart's published numbers) or ``id``
+    (every world's ids the same tokens, ids taken out of the corpus: for training on many
+    worlds and evaluating on held-out ones; ``agentgrpo.policy.tokenizer.ID_SPLIT_PATTERN``)."""
+    copy_check_tasks: int = 16
+    """Held-out validation-world tasks whose oracle demonstrations the copy check reads each
+    epoch (teacher-forced accuracy on the ids the policy must copy from its context); 0 = off.
+    Needs a domain with held-out worlds (generated airline worlds; skipped, with the reason in
+    sft_stats.json, elsewhere)."""
+    copy_check_every: int = 0
+    """Also run the copy check every this many optimizer steps (0: only at each epoch's end)."""
+    relabel_ids: bool = False
+    """Give every copied id a fresh random value of the same shape on every pass over a
+    demonstration (``agentgrpo.train.id_relabel``), so SFT cannot lower its loss by memorising
+    its worlds' ids and must read them from the context."""
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.splits if s not in SPLIT_NAMES]
+        require(bool(self.splits) and not unknown, "data.splits", self.splits,
+                f"must be a non-empty list of {list(SPLIT_NAMES)}")
+        require(self.demos_per_task >= 1, "data.demos_per_task", self.demos_per_task, "must be >= 1")
+        require(self.max_length >= 1, "data.max_length", self.max_length, "must be >= 1 (tokens)")
+        require(self.tokenizer_split in ("word", "id"), "data.tokenizer_split", self.tokenizer_split,
+                "must be word or id")
+        require(self.copy_check_tasks >= 0, "data.copy_check_tasks", self.copy_check_tasks, "must be >= 0")
+        require(self.copy_check_every >= 0, "data.copy_check_every", self.copy_check_every, "must be >= 0")
+
+
+@dataclass
+class SFTTrainerConfig:
+    epochs: int = 12
+    batch_size: int = 16
+    """Sequences per optimizer step."""
+    micro_batch_size: int = 8
+    """Sequences per forward/backward."""
+    lr: float = 3e-3
+    """Peak AdamW learning rate of the cosine schedule."""
+    min_lr_ratio: float = 0.05
+    """The schedule's final learning rate as a share of ``lr``, in [0, 1]."""
+    warmup_ratio: float = 0.05
+    """Share of the optimizer steps spent warming up linearly, in [0, 1]."""
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    """Gradients are clipped to this global norm (> 0)."""
+    compile: bool = False
+    """torch.compile the decoder (a one-off compile of ~1 minute; pays off for long runs and larger models)."""
+    copy_warmup_steps: int = 0
+    """Optimizer steps of a copy warm-up before SFT (``agentgrpo.train.copy_check.copy_warmup_batch``:
+    a random segment of id tokens hidden among random id tokens, then the segment again; loss on
+    the repeat after its first token). A model built from
+    a config has no in-context copying circuit, which a pretrained LM gets from pretraining;
+    without one it writes ids of the right shape that are not the ones in its context."""
+    copy_warmup_length: int = 8
+    """Tokens in each random segment of the copy warm-up (an id is 6-14 tokens with the id split)."""
+    copy_warmup_context: int = 120
+    """Random tokens the segment hides in, at a random place (0: the segment follows itself at a
+    fixed distance, which a positional head solves without learning to copy by content)."""
+    copy_warmup_batch_size: int = 32
+    """Sequences per copy warm-up step."""
+    copy_mix_weight: float = 0.0
+    """> 0: every SFT step also takes this weight times the copy warm-up's loss on a fresh random
+    batch, so SFT keeps the copy circuit the warm-up built."""
+
+    def __post_init__(self) -> None:
+        require(self.epochs >= 1, "trainer.epochs", self.epochs, "must be >= 1")
+        require(self.batch_size >= 1, "trainer.batch_size", self.batch_size, "must be >= 1")
+        require(self.micro_batch_size >= 1 and self.batch_size % self.micro_batch_size == 0,
+                "trainer.micro_batch_size", self.micro_batch_size,
+                f"must divide trainer.batch_size ({self.batch_size})")
+        require(self.lr >= 0, "trainer.lr", self.lr, "must be >= 0")
+        for key in ("min_lr_ratio", "warmup_ratio"):
+            require(0 <= getattr(self, key) <= 1, f"trainer.{key}", getattr(self, key), "must be in [0, 1]")
+        require(self.weight_decay >= 0, "trainer.weight_decay", self.weight_decay, "must be >= 0")
+        require(self.max_grad_norm > 0, "trainer.max_grad_norm", self.max_grad_norm, "must be > 0")
+        require(self.copy_warmup_context == 0 or self.copy_warmup_context >= self.copy_warmup_length,
+                "trainer.copy_warmup_context", self.copy_warmup_context,
+                "must be 0 or hold the segment (>= trainer.copy_warmup_length)")
+        for key in ("copy_warmup_length", "copy_warmup_batch_size"):
+            require(getattr(self, key) >= 1, f"trainer.{key}", getattr(self, key), "must be >= 1")
+        require(self.copy_warmup_steps >= 0, "trainer.copy_warmup_steps", self.copy_warmup_steps, "must be >= 0")
+        require(self.copy_mix_weight >= 0, "trainer.copy_mix_weight", self.copy_mix_weight, "must be >= 0")
+
+
+@dataclass
+class SFTConfig:
+    seed: int = 0
+    run_dir: str = "runs/sft"
+    policy: SFTPolicyConfig = field(default_factory=SFTPolicyConfig)
+    """The model (``policy=tiny`` is short for ``policy.init=tiny``: a built preset, a checkpoint
+    directory, a Hub id, a .gguf file), its device, precision, gradient checkpointing and LoRA."""
+    prompt_style: Literal["full", "compact"] | None = None
+    """System prompt: full (policy + JSON schemas) or compact; None = compact for built presets,
+    the checkpoint's own for a checkpoint (its agentgrpo.json; full without one)."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    data: SFTDataConfig = field(default_factory=SFTDataConfig)
+    trainer: SFTTrainerConfig = field(default_factory=SFTTrainerConfig)
+    logging: TrackingConfig = field(default_factory=TrackingConfig)
+    """Metric backends besides JSONL (``logging.trackers=[tensorboard,wandb]``) and their project, as in train."""
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.policy, str):  # SFTConfig(policy="tiny") from Python, like policy=tiny on the command line
+            self.policy = SFTPolicyConfig(init=self.policy)
