@@ -88,7 +88,7 @@ def test_replay_grades_writes_and_replies_like_the_environment(env_config):
     extra = _extra_info(env_config, "gen-0-12-cancel_refused")
     idle = AirlineEpisode.from_extra_info(extra)
     idle.start()
-    idle.finish("max_turns")
+    idle.finish("user_stop")
     assert idle.outcome == 1.0
     wrong = AirlineEpisode.from_extra_info(extra)
     wrong.start()
@@ -97,7 +97,7 @@ def test_replay_grades_writes_and_replies_like_the_environment(env_config):
         render_assistant("Cancelling it.", "cancel_reservation", {"reservation_id": reservation})
     )
     assert reply["role"] == "tool" and not reply["content"].startswith("Error")
-    wrong.finish("max_turns")
+    wrong.finish("user_stop")
     assert wrong.outcome == 0.0
     for episode, outcome in ((idle, 1.0), (wrong, 0.0)):
         scored = compute_score(
@@ -107,6 +107,19 @@ def test_replay_grades_writes_and_replies_like_the_environment(env_config):
             {**extra, "agentgrpo_transcript": json.dumps(episode.transcript)},
         )
         assert scored["outcome"] == outcome and scored["score"] == outcome  # PRM coef 0 by default
+
+
+def test_a_cut_off_episode_scores_0_in_the_episode_and_the_reward(env_config):
+    """The idle episode of a task solved by doing nothing, cut at the turn budget: 0 (τ-bench's rule),
+    both as the episode's outcome and as the reward function's replay given its termination."""
+    extra = _extra_info(env_config, "gen-0-12-cancel_refused")
+    idle = AirlineEpisode.from_extra_info(extra)
+    idle.start()
+    idle.finish("max_turns")
+    assert idle.outcome == 0.0 and idle.termination == "max_turns"
+    row = {**extra, "agentgrpo_transcript": json.dumps(idle.transcript)}
+    assert compute_score("agentgrpo/airline", "", None, {**row, "agentgrpo_termination": "max_turns"})["score"] == 0.0
+    assert compute_score("agentgrpo/airline", "", None, {**row, "agentgrpo_termination": "user_stop"})["score"] == 1.0
 
 
 def test_info_task_outcome_needs_the_stated_output(env_config):

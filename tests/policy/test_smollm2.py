@@ -12,8 +12,8 @@ import torch
 
 from agentgrpo.agent.format import render_assistant
 from agentgrpo.agent.masking import IGNORE_INDEX, build_sft_example
-from agentgrpo.policy.source import SMOLLM2_FILE, find_smollm2_gguf
 from agentgrpo.policy.hf import HFPolicy, load_policy
+from agentgrpo.policy.source import SMOLLM2_FILE, find_smollm2_gguf
 
 pytestmark = pytest.mark.gguf
 

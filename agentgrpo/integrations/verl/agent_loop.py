@@ -36,7 +36,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.integrations.verl.episode import AirlineEpisode
-from agentgrpo.integrations.verl.reward import OUTCOME_KEY, TRANSCRIPT_KEY, score_transcript
+from agentgrpo.integrations.verl.reward import OUTCOME_KEY, TERMINATION_KEY, TRANSCRIPT_KEY, score_transcript
 
 AGENT_NAME = "agentgrpo_airline"
 
@@ -144,7 +144,7 @@ class AirlineAgentLoop(AgentLoopBase):
             TRANSCRIPT_KEY: json.dumps(episode.transcript, ensure_ascii=False),
             OUTCOME_KEY: episode.outcome,
             "agentgrpo_process_score": scores["process_score"],
-            "agentgrpo_termination": episode.termination,
+            TERMINATION_KEY: episode.termination,
             "agentgrpo_has_error": float(episode.has_error),
         }
         n = self.response_length

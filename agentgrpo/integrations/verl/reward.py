@@ -15,7 +15,10 @@ agentgrpo agent loop returns):
   recomputed by replaying the transcript's tool calls on a fresh database and grading it
   with the agent's replies — the environment is deterministic, so this equals the
   episode's own grade (checked in the tests), and a stored outcome is never trusted
-  blindly. Without the task, ``agentgrpo_outcome`` (the loop's grade) is used.
+  blindly. Without the task, ``agentgrpo_outcome`` (the loop's grade) is used;
+* ``agentgrpo_termination``: how the episode ended. One cut off at the turn or token budget
+  scores 0 whatever its database (``agentgrpo.envs.types.CUT_OFF``, as in τ-bench), so the
+  replay agrees with the episode's own reward.
 
 The process weight is ``AGENTGRPO_PRM_COEF`` (default 0: outcome only; the seed's
 PRM-Lite runs use 0.3). The agent loop calls :func:`score_transcript` with the same
@@ -30,13 +33,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentgrpo.envs.registry import ToolDomain
-from agentgrpo.envs.types import Task
+from agentgrpo.envs.types import CUT_OFF, Task
 from agentgrpo.integrations.verl.episode import TASK_ID_KEY, resolve_task
 from agentgrpo.integrations.verl.settings import setting
 from agentgrpo.rewards import PRMLite, combine_rewards, parse_messages
 
 TRANSCRIPT_KEY = "agentgrpo_transcript"
 OUTCOME_KEY = "agentgrpo_outcome"
+TERMINATION_KEY = "agentgrpo_termination"
 DATA_SOURCE = "agentgrpo/airline"
 
 
@@ -104,7 +108,9 @@ def compute_score(
     """veRL reward: outcome (replayed) + ``AGENTGRPO_PRM_COEF`` · PRM-Lite process score."""
     extra_info = extra_info or {}
     transcript = _transcript(extra_info)
-    if TASK_ID_KEY in extra_info:
+    if extra_info.get(TERMINATION_KEY) in CUT_OFF:
+        outcome = 0.0
+    elif TASK_ID_KEY in extra_info:
         bundle, _, task = resolve_task(extra_info)
         outcome = replay_outcome(bundle.domain, task, transcript)
     elif OUTCOME_KEY in extra_info:
