@@ -22,15 +22,7 @@ from typing import Any
 
 from agentgrpo.algos.advantages import DISCOUNT_UNITS, DiscountUnit
 from agentgrpo.algos.llds import GATES, Gate
-from agentgrpo.algos.losses import (
-    AGG_MODES,
-    DEFAULT_LOSS_AGG,
-    IMPORTANCE_LEVELS,
-    KL_KINDS,
-    AggMode,
-    Importance,
-    KLKind,
-)
+from agentgrpo.algos.losses import AGG_MODES, DEFAULT_LOSS_AGG, IMPORTANCE_LEVELS, KL_KINDS, AggMode, Importance, KLKind
 from agentgrpo.algos.registry import PRESETS, advantage_estimator_names, check_loss_pairing
 
 
