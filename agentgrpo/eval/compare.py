@@ -61,9 +61,9 @@ class Comparison:
     def estimates(self) -> dict[str, Estimate]:
         """Every difference by name (``overall``, ``family``, ``tau_bench``, ``write``, ``no_write``,
         ``generalization``, ``split/<name>``)."""
-        named = {"overall": self.overall, **{k: v for k, v in self.figures.items() if k == "family"},
-                 **{k: v for k, v in self.figures.items() if k == "tau_bench"}, "write": self.write,
-                 **{k: v for k, v in self.figures.items() if k == "no_write"}, "generalization": self.generalization}
+        named = {"overall": self.overall, "family": self.figures.get("family"),
+                 "tau_bench": self.figures.get("tau_bench"), "write": self.write,
+                 "no_write": self.figures.get("no_write"), "generalization": self.generalization}
         named.update({f"split/{s}": e for s, e in self.by_split.items()})
         return {k: v for k, v in named.items() if v is not None}
 

@@ -84,9 +84,8 @@ def hypotheses(evals: Evaluations, run_dirs: Callable[[str, int], Path],
             estimate = mean_over_seeds(list(diffs.values()))
             out[name] = {"statement": STATEMENTS[name], "estimate": estimate.to_dict(), "per_seed": diffs,
                          "verdict": _verdict(estimate, sign)}
-    for name, key in (("H4", "lata/vs_turn_discount"),
-                      ("H5", next((k for k in comparisons if k.startswith("joint/vs_") and
-                                   k.split("vs_")[1] in COMPONENTS), None))):
+    best = best_component(evals)
+    for name, key in (("H4", "lata/vs_turn_discount"), ("H5", f"joint/vs_{best}" if best else None)):
         comparison = comparisons.get(key) if key else None
         if comparison:
             estimate = Estimate.from_dict(comparison["figures"][STARRED]["estimate"])
