@@ -99,7 +99,8 @@ class EvalConfig:
         require(self.tasks_per_family >= 0, "tasks_per_family", self.tasks_per_family,
                 "must be >= 0 (0 = tasks_per_split decides)")
         require(not (self.tasks_per_family and self.tasks_per_split), "tasks_per_family", self.tasks_per_family,
-                f"cannot be set with tasks_per_split={self.tasks_per_split} (both size the task set): set one of them to 0")
+                f"cannot be set with tasks_per_split={self.tasks_per_split} (both size the task set): "
+                "set one of them to 0")
         # the domain's own check: e.g. the airline's held-out tasks need generated worlds
         check_heldout(self.env, self.tasks_per_split or self.tasks_per_family)
         require(self.task_ids is None or len(self.task_ids) > 0, "task_ids", self.task_ids,
