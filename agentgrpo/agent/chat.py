@@ -33,6 +33,7 @@ from agentgrpo.agent.format import (
     openai_assistant_text,
     parse_assistant,
 )
+from agentgrpo.agent.grammar import ToolCallGrammar
 from agentgrpo.agent.turn import recorded_text
 from agentgrpo.chat_content import content_text
 from agentgrpo.envs.transcript import TranscriptBuilder
@@ -162,6 +163,7 @@ class ChatFormat:
         self.eos_token_ids: list[int] = ids
         pad = tokenizer.pad_token_id
         self.pad_token_id: int = int(pad) if pad is not None else self.end_of_turn_id
+        self._grammars: dict[int, ToolCallGrammar] = {}
 
     # -- messages ---------------------------------------------------------------------
     def initial_messages(self, first_user_message: str) -> list[Message]:
@@ -170,6 +172,13 @@ class ChatFormat:
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": first_user_message},
         ]
+
+    def grammar(self, vocab_size: int) -> ToolCallGrammar:
+        """The grammar of this format's assistant turns over a model's ``vocab_size`` logits
+        (built once; the rollout engine and the trainer share it)."""
+        if vocab_size not in self._grammars:
+            self._grammars[vocab_size] = ToolCallGrammar(self.tokenizer, self.tools, self.eos_token_ids, vocab_size)
+        return self._grammars[vocab_size]
 
     def parse(self, text: str) -> ParsedAction:
         """``parse_assistant`` with this format's tools and ``end_markers`` (the parse

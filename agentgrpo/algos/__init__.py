@@ -52,9 +52,11 @@ from agentgrpo.algos.registry import (
 )
 from agentgrpo.algos.segments import segment_ids, segment_sum
 from agentgrpo.algos.settings import ObjectiveSettings, updates_per_rollout
+from agentgrpo.algos.token_mask import DISALLOWED_LOGIT, TokenMasks, restrict_logits, unpack_allowed
 
 __all__ = [
     "AGG_MODES",
+    "DISALLOWED_LOGIT",
     "DEFAULT_LOSS_AGG",
     "DISCOUNT_UNITS",
     "GATES",
@@ -63,6 +65,7 @@ __all__ = [
     "LENGTH_DIVIDING_AGGS",
     "OBJECTIVE_METRICS",
     "PRESETS",
+    "TokenMasks",
     "Advantages",
     "AggMode",
     "DiscountUnit",
@@ -91,10 +94,12 @@ __all__ = [
     "preserve_set",
     "preserve_token_count",
     "register_advantage_estimator",
+    "restrict_logits",
     "segment_ids",
     "segment_sum",
     "token_advantages",
     "turn_credit_tokens",
     "turn_discount_weights",
+    "unpack_allowed",
     "updates_per_rollout",
 ]

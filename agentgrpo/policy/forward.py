@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import DynamicCache
 
-from agentgrpo.algos import entropy_from_logits, logprobs_from_logits
+from agentgrpo.algos import TokenMasks, entropy_from_logits, logprobs_from_logits, restrict_logits
 from agentgrpo.policy.device import autocast, model_device
 
 # Architectures whose causal-LM head is exactly ``lm_head(hidden)`` (no logit scaling or
@@ -83,23 +83,29 @@ class PolicyForward:
         temperature: float = 1.0,
         with_entropy: bool = False,
         entropy_grad: bool = False,
+        token_masks: TokenMasks | None = None,
     ) -> TokenScores:
         """Scores of the tokens in ``score_mask`` (default: every non-padding token but the first).
 
         input_ids, attention_mask, score_mask: (B, T), right-padded. ``temperature``
         divides the logits first, matching a sampler with that temperature (as veRL does).
         The entropy is computed without autograd (it is only logged) unless
-        ``entropy_grad`` asks for it (an entropy bonus in the loss). The outputs are float32
-        on the model's device.
+        ``entropy_grad`` asks for it (an entropy bonus in the loss). ``token_masks``: the
+        tokens a constrained sampler allowed at each position; the scores are then those of
+        the policy restricted to them, the distribution it sampled from. The outputs are
+        float32 on the model's device.
         """
         device = self.device
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         score_mask = score_mask.to(device) if score_mask is not None else None
+        token_masks = token_masks.to(device) if token_masks is not None else None
         with autocast(device, self.autocast):
-            return self._scores(input_ids, attention_mask, score_mask, temperature, with_entropy, entropy_grad)
+            return self._scores(input_ids, attention_mask, score_mask, temperature, with_entropy, entropy_grad,
+                                token_masks)
 
     def _scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, score_mask: torch.Tensor | None,
-                temperature: float, with_entropy: bool, entropy_grad: bool) -> TokenScores:
+                temperature: float, with_entropy: bool, entropy_grad: bool,
+                token_masks: TokenMasks | None) -> TokenScores:
         wanted = attention_mask.bool() if score_mask is None else score_mask.bool() & attention_mask.bool()
         wanted = wanted.clone()
         wanted[:, 0] = False  # the first token has no prediction
@@ -114,6 +120,8 @@ class PolicyForward:
         logits = logits.float()  # log-softmax in float32 under bf16 autocast too
         if temperature != 1.0:
             logits = logits / temperature
+        if token_masks is not None:
+            logits = restrict_logits(logits, token_masks.allowed(wanted, logits.shape[-1]))
         targets = input_ids[wanted]
         logprobs = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
         logprobs = logprobs.masked_scatter(wanted, logprobs_from_logits(logits[None], targets[None])[0])

@@ -35,6 +35,10 @@ class RolloutConfig:
     cache only as far as its longest row (0 = one bucket, as wide as the longest row of all)."""
     regroup_every: int = 128
     """Steps between regroupings of the rows by length (moving a row copies its cache)."""
+    constrain_tool_calls: bool = False
+    """Schema-guided decoding: every token is drawn from the tokens the turn grammar allows
+    next (``agentgrpo.agent.grammar``: a tool call names a known tool and its arguments match
+    the tool's JSON schema), and the trainer scores that same restricted distribution."""
 
     def __post_init__(self) -> None:
         for key in ("max_turns", "max_new_tokens", "max_total_tokens"):

@@ -34,6 +34,7 @@ import torch
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.turn import play_turn
 from agentgrpo.agent.types import Trajectory, Turn
+from agentgrpo.algos import unpack_allowed
 from agentgrpo.envs.registry import EpisodeEnv
 from agentgrpo.envs.transcript import TranscriptBuilder
 from agentgrpo.envs.types import StepResult
@@ -64,6 +65,7 @@ class _Live:
     transcript: TranscriptBuilder     # the same conversation, OpenAI-style, from the steps
     index: int                        # its place in ``run``'s specs
     done: bool = False
+    matcher: Any = None               # the tool-call grammar's state in the current turn (constrained)
 
 
 @dataclass
@@ -101,6 +103,7 @@ class RolloutEngine:
         self.config = config
         self.eos_ids = set(chat.eos_token_ids)
         self.last_stats = RolloutStats()
+        self.grammar = chat.grammar(model.config.vocab_size) if config.constrain_tool_calls else None
 
     @torch.inference_mode()
     def run(self, specs: list[EpisodeSpec], seed: int = 0,
@@ -148,7 +151,12 @@ class RolloutEngine:
             stats.prefill_tokens += sum(len(chunk) for chunk in rows.pending.values())
             stats.decode_tokens += int(rows.decoding.sum())
             step_rows, logits = rows.step()
+            live = [slots[row] for row in step_rows.tolist()] if self.grammar is not None else []
+            if live:
+                logits = self._restrict(logits, live)
             tokens, logprobs = sample_tokens(logits, cfg.temperature, cfg.top_p, generator)
+            for ep, token in zip(live, tokens.tolist()):
+                self.grammar.advance(ep.matcher, token)
             ended = rows.record(step_rows, tokens, logprobs)
             t1 = time.perf_counter()
             for row in ended:
@@ -167,6 +175,15 @@ class RolloutEngine:
                 if order is not None:
                     stats.rows_moved += sum(new != old for new, old in enumerate(order))
                     slots = [slots[row] for row in order]
+
+    def _restrict(self, logits: torch.Tensor, live: list[_Live]) -> torch.Tensor:
+        """The logits of each sampling row with the tokens its turn's grammar forbids removed."""
+        grammar = self.grammar
+        masks = grammar.empty_masks(len(live))
+        for index, ep in enumerate(live):
+            grammar.fill(ep.matcher, masks, index)
+        allowed = unpack_allowed(torch.from_numpy(masks).to(logits.device), logits.shape[-1])
+        return logits.float().masked_fill(~allowed, float("-inf"))
 
     def _shared_prefix_length(self, prompts: list[list[int]]) -> int:
         """Tokens at the start of every prompt (keeping >= 1 of each), or 0 if below ``share_prefix_min``."""
@@ -188,7 +205,8 @@ class RolloutEngine:
         traj.response_mask = [0] * len(prompt)
         traj.logprobs = [0.0] * len(prompt)
         ep = _Live(spec=spec, messages=messages, traj=traj, pending=list(prompt),
-                   transcript=TranscriptBuilder(messages), index=index)
+                   transcript=TranscriptBuilder(messages), index=index,
+                   matcher=self.grammar.matcher() if self.grammar is not None else None)
         if len(prompt) + 2 > self.config.max_total_tokens:
             self._finish(ep, spec.env.finish("token_budget"))
         return ep
@@ -222,6 +240,9 @@ class RolloutEngine:
     def _apply_turn(self, ep: _Live, generated: list[int], logprobs: list[float]) -> None:
         traj, cfg = ep.traj, self.config
         start = len(traj.token_ids)
+        if ep.matcher is not None:  # the next turn starts the grammar afresh
+            ep.matcher = self.grammar.matcher() if ep.matcher.is_error() else ep.matcher
+            ep.matcher.reset()
         traj.token_ids += generated
         traj.response_mask += [1] * len(generated)
         traj.logprobs += logprobs

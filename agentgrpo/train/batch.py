@@ -5,10 +5,13 @@ import math
 from collections import Counter
 from dataclasses import dataclass, fields, replace
 
+import numpy as np
 import torch
 
 from agentgrpo import metric_names as metric
+from agentgrpo.agent.grammar import ToolCallGrammar
 from agentgrpo.agent.types import Trajectory
+from agentgrpo.algos import TokenMasks
 from agentgrpo.config import EndpointError
 from agentgrpo.envs.types import ABORTED
 
@@ -37,6 +40,7 @@ class RolloutBatch:
     seq_advantages: torch.Tensor | None = None  # (B,)
     old_logprobs: torch.Tensor | None = None  # (B, T)
     ref_logprobs: torch.Tensor | None = None  # (B, T)
+    token_masks: TokenMasks | None = None  # the allowed tokens of a constrained sampler, per position
 
     @property
     def size(self) -> int:
@@ -45,7 +49,7 @@ class RolloutBatch:
     def to(self, device: torch.device | str) -> RolloutBatch:
         """The batch with every tensor on ``device``."""
         return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)
-                                if isinstance(getattr(self, f.name), torch.Tensor)})
+                                if isinstance(getattr(self, f.name), torch.Tensor | TokenMasks)})
 
     def select(self, rows: torch.Tensor | list[int]) -> RolloutBatch:
         """The sub-batch of ``rows``, trimmed to its longest row."""
@@ -61,11 +65,17 @@ class RolloutBatch:
                 changes[f.name] = value
             elif f.name == "group_ids":
                 changes[f.name] = [value[i] for i in rows.tolist()]
+            elif isinstance(value, TokenMasks):
+                changes[f.name] = value.select(rows, width)
         return replace(self, **changes)
 
 
-def collate(trajectories: list[Trajectory], pad_token_id: int) -> RolloutBatch:
-    """Right-pad token lists into tensors; scores are ``Trajectory.reward``."""
+def collate(trajectories: list[Trajectory], pad_token_id: int, grammar: ToolCallGrammar | None = None) -> RolloutBatch:
+    """Right-pad token lists into tensors; scores are ``Trajectory.reward``.
+
+    ``grammar``: the trajectories were sampled under it (``rollout.constrain_tool_calls``);
+    every turn is replayed through it for the masks the sampler applied (``token_masks``).
+    """
     if not trajectories:
         raise ValueError("cannot collate an empty list of trajectories")
     batch, width = len(trajectories), max(len(t.token_ids) for t in trajectories)
@@ -95,7 +105,26 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> RolloutBatch:
         turn_scores=turn_scores,
         turn_mask=turn_mask,
         group_ids=[t.group_id for t in trajectories],
+        token_masks=replay_masks(trajectories, width, grammar) if grammar is not None else None,
     )
+
+
+def replay_masks(trajectories: list[Trajectory], width: int, grammar: ToolCallGrammar) -> TokenMasks:
+    """The masks ``grammar`` gave each sampled token, replayed turn by turn, each distinct mask stored once."""
+    index = torch.zeros(len(trajectories), width, dtype=torch.long)
+    rows: dict[bytes, int] = {}
+    table = [grammar.empty_masks(1)[0]]
+    rows[table[0].tobytes()] = 0
+    for row, traj in enumerate(trajectories):
+        for turn in traj.turns:
+            masks = grammar.turn_masks(traj.token_ids[turn.start : turn.end])
+            for offset, mask in enumerate(masks):
+                key = mask.tobytes()
+                if key not in rows:
+                    rows[key] = len(table)
+                    table.append(mask)
+                index[row, turn.start + offset] = rows[key]
+    return TokenMasks(index, torch.from_numpy(np.stack(table)))
 
 
 @dataclass

@@ -202,7 +202,7 @@ class GRPOTrainer:
 
     def compute_advantages(self, trajectories: list[Trajectory]) -> tuple[RolloutBatch, dict[str, float]]:
         algo = self.config.algo
-        batch = collate(trajectories, self.groups.chat.pad_token_id).to(self.device)
+        batch = collate(trajectories, self.groups.chat.pad_token_id, self.groups.engine.grammar).to(self.device)
         advantages = self.estimator(
             batch.scores, batch.group_ids, batch.response_mask,
             turn_credit=batch.turn_scores, turn_credit_mask=batch.turn_mask, **algo.estimator_kwargs(),
@@ -285,7 +285,8 @@ class GRPOTrainer:
                 micro = batch.select(micro_rows)
                 scores = self.forward.token_logprobs(micro.input_ids, micro.attention_mask, micro.response_mask,
                                                      temperature=self._temperature, with_entropy=True,
-                                                     entropy_grad=algo.entropy_coef > 0)
+                                                     entropy_grad=algo.entropy_coef > 0,
+                                                     token_masks=micro.token_masks)
                 if fill_old:
                     micro = self._fill_old_logprobs(batch, micro_rows, scores.logprobs.detach())
                 loss, parts = grpo_objective(
@@ -371,7 +372,7 @@ class GRPOTrainer:
         for rows in micro_batches:
             part = batch.select(rows)
             logp = forward.token_logprobs(part.input_ids, part.attention_mask, part.response_mask,
-                                          temperature=self._temperature).logprobs
+                                          temperature=self._temperature, token_masks=part.token_masks).logprobs
             out[rows, : logp.shape[1]] = logp
         return out
 

@@ -1,0 +1,212 @@
+"""Schema-guided decoding of assistant turns: the grammar of our Hermes format, with llguidance.
+
+An assistant turn is free text (a message to the user), or optional free text followed by
+exactly one ``<tool_call>`` block whose JSON names a known tool and whose ``arguments``
+satisfy that tool's JSON schema: every required argument present, no unknown one, enums
+(cabin, flight type, insurance) from their values, integers where integers belong. The
+grammar is written in llguidance's Lark dialect with one ``%json`` rule per tool, and the
+JSON is laid out as ``render_tool_call`` writes it (``", "`` and ``": "``, arguments in the
+schema's order), so every demonstration the SFT learns from is a sentence of it (a test
+checks all of them).
+
+``ToolCallGrammar`` turns it into token masks for one tokenizer: the sampler draws each
+token of a turn from the policy's distribution restricted to the tokens the grammar allows
+next (``fill``/``advance``), and ``turn_masks`` replays a sampled turn to give the trainer the
+same masks, so the log-probs it recomputes are those of the distribution the sampler drew
+from and the importance ratio stays exact. Masks are packed bits, 32 tokens per int32
+(llguidance's layout): bit ``t % 32`` of word ``t // 32`` is set when token ``t`` is allowed.
+
+Torch-free (numpy): the rollout engine and the trainer unpack the bits
+(``agentgrpo.algos.token_mask``).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from agentgrpo.agent.format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+
+# JSON laid out as json.dumps writes it by default (render_tool_call), no other whitespace
+_JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's parameter schema as the grammar enforces it: objects admit no property the
+    schema does not name, descriptions (which constrain nothing) are dropped."""
+    out = {key: value for key, value in schema.items() if key != "description"}
+    if out.get("type") == "object":
+        out["properties"] = {name: strict_schema(sub) for name, sub in out.get("properties", {}).items()}
+        out["additionalProperties"] = False
+    if out.get("type") == "array" and isinstance(out.get("items"), dict):
+        out["items"] = strict_schema(out["items"])
+    return out
+
+
+def _lark_string(text: str) -> str:
+    return json.dumps(text)  # a JSON string literal is a valid Lark string literal
+
+
+def turn_grammar(tools: Sequence[dict[str, Any]], tag_tokens: tuple[int, int] | None = None) -> str:
+    """The Lark grammar (llguidance dialect) of one assistant turn for these OpenAI tool schemas.
+
+    tag_tokens: the ids of ``<tool_call>`` and ``</tool_call>`` when the tokenizer writes
+    each as one token (ours does): the grammar then names those tokens, and free text is
+    any text. Without them the tags are spelled out and free text may not contain ``<``
+    (the lexer must know where the text ends without looking ahead).
+    """
+    calls, rules = [], []
+    for index, tool in enumerate(tools):
+        function = tool["function"] if "function" in tool else tool
+        parameters = strict_schema(function.get("parameters") or {"type": "object", "properties": {}})
+        parameters["x-guidance"] = _JSON_LAYOUT
+        opening = '{"name": ' + json.dumps(function["name"], ensure_ascii=False) + ', "arguments": '
+        calls.append(f"{_lark_string(opening)} arguments_{index} \"}}\"")
+        rules.append(f"arguments_{index}: %json {json.dumps(parameters, ensure_ascii=False)}")
+    if tag_tokens is not None:
+        open_tag, close_tag = (f"<[{int(token)}]>" for token in tag_tokens)
+        text = "/(.|\\n)+/"
+    else:
+        open_tag, close_tag = _lark_string(TOOL_CALL_OPEN), _lark_string(TOOL_CALL_CLOSE)
+        text = "/[^<]+/"
+    return "\n".join([
+        "start: TEXT | TEXT? call_block",
+        f'call_block: {open_tag} "\\n" call "\\n" {close_tag}',
+        "call: " + " | ".join(calls),
+        *rules,
+        f"TEXT: {text}",
+    ]) + "\n"
+
+
+def single_token(tokenizer: Any, text: str) -> int | None:
+    """The id of ``text`` if the tokenizer writes it as exactly one token, else None."""
+    ids = list(tokenizer.encode(text, add_special_tokens=False))
+    return int(ids[0]) if len(ids) == 1 else None
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level BPE alphabet: the printable character that stands for each byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[chr(byte)] = byte
+        else:
+            chars[chr(256 + extra)] = byte
+            extra += 1
+    return chars
+
+
+def token_bytes(tokenizer: Any, vocab_size: int) -> tuple[list[bytes], list[int]]:
+    """The bytes each token id stands for, and the ids of the special tokens.
+
+    Added tokens that are not special (our ``<tool_call>``, the delexicalised ``<F1>``...)
+    are text like any other: the grammar must be able to write them inside JSON strings.
+    Byte-level BPE pieces are mapped back to their bytes; other tokenizers' pieces are
+    decoded one by one. Ids past the tokenizer (a padded embedding) stand for nothing.
+    """
+    added = dict(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+    special = sorted(i for i, token in added.items() if getattr(token, "special", False) and i < vocab_size)
+    decoder = json.loads(tokenizer.backend_tokenizer.to_str()).get("decoder") or {}
+    byte_level = decoder.get("type") == "ByteLevel"
+    alphabet = _byte_level_alphabet()
+    pieces = tokenizer.convert_ids_to_tokens(list(range(min(len(tokenizer), vocab_size))))
+    out: list[bytes] = []
+    for token_id, piece in enumerate(pieces):
+        if token_id in added:
+            out.append(added[token_id].content.encode("utf-8"))
+        elif byte_level and piece is not None and all(ch in alphabet for ch in piece):
+            out.append(bytes(alphabet[ch] for ch in piece))
+        else:
+            out.append(tokenizer.decode([token_id], clean_up_tokenization_spaces=False).encode("utf-8"))
+    out += [b""] * (vocab_size - len(out))
+    return out, special
+
+
+class _TokenTable:
+    """What ``llguidance.LLTokenizer`` reads from a tokenizer (its ``TokenizerWrapper`` protocol)."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int, eos_token_id: int, extra_special: Sequence[int] = ()):
+        self.tokens, special = token_bytes(tokenizer, vocab_size)
+        # the grammar names these by id; as special tokens no free text can spell them
+        self.special_token_ids = sorted({*special, *extra_special})
+        self.eos_token_id = eos_token_id
+        self.bos_token_id = None
+        self._tokenizer = tokenizer
+
+    def __call__(self, text: str) -> list[int]:
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
+
+
+class ToolCallGrammar:
+    """Token masks of ``turn_grammar(tools)`` for one tokenizer (see the module docstring).
+
+    eos_token_ids: the tokens that end a turn; the grammar allows them once the turn is
+    complete (and only then: after ``</tool_call>`` nothing else may follow).
+    vocab_size: the width of the model's logits (an embedding may be wider than the tokenizer).
+    """
+
+    def __init__(self, tokenizer: Any, tools: Sequence[dict[str, Any]], eos_token_ids: Sequence[int],
+                 vocab_size: int):
+        import llguidance  # an optional extra at import time; required once decoding is constrained
+
+        self.vocab_size = vocab_size
+        self.eos_token_ids = tuple(int(t) for t in eos_token_ids)
+        self.words = (vocab_size + 31) // 32
+        tags = (single_token(tokenizer, TOOL_CALL_OPEN), single_token(tokenizer, TOOL_CALL_CLOSE))
+        self.tag_tokens = tags if None not in tags else None
+        self.lark = turn_grammar(tools, self.tag_tokens)
+        table = _TokenTable(tokenizer, vocab_size, int(eos_token_ids[0]), extra_special=self.tag_tokens or ())
+        self._tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(table), n_vocab=vocab_size,
+                                                 eos_token=[int(t) for t in eos_token_ids])
+        self._grammar = llguidance.LLMatcher.grammar_from_lark(self.lark)
+        is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(self._grammar, self._tokenizer)
+        if is_error:
+            raise ValueError(f"the tool-call grammar does not compile: {messages[0]}")
+        self._matcher_type = llguidance.LLMatcher
+
+    def matcher(self) -> Any:
+        """A fresh matcher at the start of a turn (``llguidance.LLMatcher``)."""
+        return self._matcher_type(self._tokenizer, self._grammar, log_level=0)
+
+    def empty_masks(self, rows: int) -> np.ndarray:
+        """(rows, words) int32 masks, every token allowed."""
+        return np.full((rows, self.words), -1, dtype=np.int32)
+
+    def fill(self, matcher: Any, masks: np.ndarray, row: int) -> None:
+        """Write the tokens ``matcher`` allows next into ``masks[row]``.
+
+        A matcher in an error state (a token was forced past the grammar: a turn cut at its
+        token budget and ended by the engine) leaves every token allowed rather than none.
+        """
+        if matcher.is_error():
+            masks[row] = -1
+            return
+        view = masks[row]
+        matcher.unsafe_compute_mask_ptr(view.ctypes.data, view.size * view.itemsize)
+
+    @staticmethod
+    def advance(matcher: Any, token: int) -> None:
+        """``matcher`` takes the sampled ``token`` (an error state is kept, see ``fill``)."""
+        if not matcher.is_error():
+            matcher.consume_token(int(token))
+
+    def turn_masks(self, tokens: Sequence[int]) -> np.ndarray:
+        """(len(tokens), words) masks: row k is what the grammar allowed before ``tokens[k]``,
+        ``tokens`` being one turn as sampled (from its first token through its end-of-turn)."""
+        masks = self.empty_masks(len(tokens))
+        matcher = self.matcher()
+        for k, token in enumerate(tokens):
+            self.fill(matcher, masks, k)
+            self.advance(matcher, token)
+        return masks
+
+    def accepts(self, tokens: Sequence[int]) -> bool:
+        """Whether ``tokens`` (one turn, its end-of-turn included) is a complete sentence."""
+        if not tokens or int(tokens[-1]) not in self.eos_token_ids:
+            return False
+        matcher = self.matcher()
+        return bool(matcher.consume_tokens([int(t) for t in tokens])) and not matcher.is_error()
+

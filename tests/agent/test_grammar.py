@@ -1,0 +1,140 @@
+"""The tool-call grammar: every turn we train on is a sentence of it, the writes the SFT got
+wrong are not, and the masks replay exactly what a sampler saw."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from agentgrpo.agent.chat import ChatFormat
+from agentgrpo.agent.format import render_assistant, render_tool_call
+from agentgrpo.agent.grammar import strict_schema, turn_grammar
+from agentgrpo.envs.delex import slot_tokens
+from agentgrpo.envs.registry import id_kinds
+from agentgrpo.policy.tokenizer import domain_corpus, train_tokenizer
+from agentgrpo.train.demonstrations import collect_demonstrations
+
+
+def _turn(chat: ChatFormat, text: str) -> list[int]:
+    return chat.encode(text) + [chat.eos_token_ids[0]]
+
+
+@pytest.fixture(scope="module")
+def grammar(chat_format):
+    return chat_format.grammar(len(chat_format.tokenizer))
+
+
+def test_strict_schema_closes_objects_and_drops_descriptions():
+    schema = {"type": "object", "description": "d", "properties": {
+        "items": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "string"}}}}}}
+    assert strict_schema(schema) == {"type": "object", "additionalProperties": False, "properties": {
+        "items": {"type": "array", "items": {"type": "object", "additionalProperties": False,
+                                             "properties": {"x": {"type": "string"}}}}}}
+
+
+def test_the_grammar_names_every_tool_once(domain):
+    lark = turn_grammar(domain.tool_schemas(), (7, 8))
+    for tool in domain.tool_schemas():
+        assert lark.count(json.dumps('{"name": ' + json.dumps(tool["function"]["name"]))[:-1]) == 1
+    assert "<[7]>" in lark and "<[8]>" in lark
+
+
+def test_calls_that_match_their_schema_are_sentences(chat_format, grammar):
+    call = render_assistant("The user confirmed, so I update the flights.", "update_reservation_flights", {
+        "reservation_id": "ZFA04Y", "cabin": "economy",
+        "flights": [{"flight_number": "HAT001", "date": "2024-05-01"}], "payment_id": "credit_card_7815826"})
+    assert grammar.accepts(_turn(chat_format, call))
+    assert grammar.accepts(_turn(chat_format, "Could you give me your user id?"))
+    assert grammar.accepts(_turn(chat_format, render_tool_call("list_all_airports", {})))
+
+
+@pytest.mark.parametrize("name, arguments", [
+    # the SFT's failures, as its evaluation recorded them
+    ("update_reservation_flights", {"reservation_id": "ZFA04Y"}),                       # required args missing
+    ("update_reservation_baggages", {"reservation_id": "ZFA04Y"}),
+    ("book_reservation", {"reservation_id": "", "user_id": "mia_li_3668"}),           # an argument it does not take
+    ("update_reservation_flights", {"reservation_id": "ZFA04Y", "cabin": "first",     # a cabin that does not exist
+                                    "flights": [], "payment_id": "credit_card_7815826"}),
+    ("update_reservation_baggages", {"reservation_id": "ZFA04Y", "total_baggages": "two",  # words for numbers
+                                     "nonfree_baggages": 0, "payment_id": "credit_card_7815826"}),
+    ("cancel_everything", {"reservation_id": "ZFA04Y"}),                               # an unknown tool
+])
+def test_calls_that_break_their_schema_are_not(chat_format, grammar, name, arguments):
+    assert not grammar.accepts(_turn(chat_format, render_tool_call(name, arguments)))
+
+
+def test_nothing_may_follow_a_call_and_a_turn_is_not_empty(chat_format, grammar):
+    call = render_tool_call("get_user_details", {"user_id": "mia_li_3668"})
+    assert not grammar.accepts(_turn(chat_format, call + " Thanks!"))
+    assert not grammar.accepts([chat_format.eos_token_ids[0]])
+    assert not grammar.accepts(chat_format.encode(call))  # complete, but the end-of-turn is missing
+
+
+def test_every_demonstration_turn_is_a_sentence(domain):
+    """All assistant turns of the oracle's demonstrations, ids as the delexicalised policy
+    sees them (slot tokens are one token each, inside JSON strings)."""
+    from agentgrpo.envs.airline.factory import EnvConfig, SplitConfig, build_env
+
+    config = EnvConfig(n_tasks=48, splits=SplitConfig(covered_seen=24, uncovered_seen=24, unseen=0), delexicalise=True)
+
+    bundle = build_env(config)
+    tokenizer = train_tokenizer(domain_corpus(bundle.domain), vocab_size=4096,
+                                atomic_texts=slot_tokens(id_kinds(config)))
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy)
+    grammar = chat.grammar(len(tokenizer))
+    demos = collect_demonstrations(bundle, config, ["covered_seen", "uncovered_seen", "unseen"], per_task=1, seed=0)
+    turns = [m["content"] for demo in demos for m in chat.chat_messages(demo.messages) if m["role"] == "assistant"]
+    calls = [t for t in turns if "<tool_call>" in t]
+    written = {json.loads(t.split("<tool_call>")[1].split("</tool_call>")[0])["name"] for t in calls}
+    assert {"book_reservation", "update_reservation_flights", "update_reservation_baggages",
+            "update_reservation_passengers", "cancel_reservation"} <= written
+    assert any("<R" in t or "<U" in t for t in calls)  # slots inside the JSON
+    rejected = [t for t in turns if not grammar.accepts(_turn(chat, t))]
+    assert rejected == []
+
+
+def test_tau_bench_gold_actions_are_sentences(tau_bench_dir):
+    """τ-bench airline's 50 test tasks: every gold action, rendered as our agent writes calls."""
+    from agentgrpo.envs.airline.core.tau_bench import load_tau_bench
+
+    domain = load_tau_bench(tau_bench_dir)
+    tokenizer = train_tokenizer(domain_corpus(domain), vocab_size=4096)
+    chat = ChatFormat(tokenizer, domain.tool_schemas(), domain.policy)
+    grammar = chat.grammar(len(tokenizer))
+    actions = [action for task in domain.tasks for action in task.actions]
+    assert len(actions) > 100
+    assert [a.name for a in actions if not grammar.accepts(_turn(chat, render_tool_call(a.name, a.kwargs)))] == []
+
+
+def test_turn_masks_allow_each_token_taken_and_force_the_schema(chat_format, grammar):
+    tokens = _turn(chat_format, render_tool_call("cancel_reservation", {"reservation_id": "ZFA04Y"}))
+    masks = grammar.turn_masks(tokens)
+    assert masks.shape == (len(tokens), grammar.words)
+    bits = np.unpackbits(masks.view(np.uint8), bitorder="little").reshape(len(tokens), -1)
+    assert all(bits[k, token] for k, token in enumerate(tokens))
+    # after the tag, the call must name a tool: free text words are not allowed there
+    word = chat_format.encode(" hello")[0]
+    assert bits[0, word] and not bits[1, word]
+    eos = chat_format.eos_token_ids[0]
+    assert bits[-1, eos] and bits[-1].sum() <= len(chat_format.eos_token_ids)  # after </tool_call>: only the end
+
+
+def test_spelled_out_tags_when_the_tokenizer_has_no_tag_tokens(domain):
+    """A tokenizer without single ``<tool_call>`` tokens gets the tags spelled out."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator([domain_corpus(domain)[:20000]], trainers.BpeTrainer(
+        vocab_size=600, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>")
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}<|endoftext|>{% endfor %}"
+    chat = ChatFormat(tokenizer, domain.tool_schemas(), domain.policy)
+    grammar = chat.grammar(len(tokenizer))
+    assert grammar.tag_tokens is None
+    call = render_tool_call("get_user_details", {"user_id": "mia_li_3668"})
+    assert grammar.accepts(_turn(chat, "I look the user up.\n" + call))
+    assert not grammar.accepts(_turn(chat, render_tool_call("get_user_details", {})))
