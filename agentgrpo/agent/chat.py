@@ -163,7 +163,7 @@ class ChatFormat:
         self.eos_token_ids: list[int] = ids
         pad = tokenizer.pad_token_id
         self.pad_token_id: int = int(pad) if pad is not None else self.end_of_turn_id
-        self._grammars: dict[int, ToolCallGrammar] = {}
+        self._grammars: dict[tuple[int, bool], ToolCallGrammar] = {}
 
     # -- messages ---------------------------------------------------------------------
     def initial_messages(self, first_user_message: str) -> list[Message]:
@@ -173,12 +173,15 @@ class ChatFormat:
             {"role": "user", "content": first_user_message},
         ]
 
-    def grammar(self, vocab_size: int) -> ToolCallGrammar:
+    def grammar(self, vocab_size: int, copy_values: bool = False) -> ToolCallGrammar:
         """The grammar of this format's assistant turns over a model's ``vocab_size`` logits
-        (built once; the rollout engine and the trainer share it)."""
-        if vocab_size not in self._grammars:
-            self._grammars[vocab_size] = ToolCallGrammar(self.tokenizer, self.tools, self.eos_token_ids, vocab_size)
-        return self._grammars[vocab_size]
+        (built once; the rollout engine and the trainer share it). ``copy_values``: see
+        ``ToolCallGrammar``."""
+        key = (vocab_size, copy_values)
+        if key not in self._grammars:
+            self._grammars[key] = ToolCallGrammar(self.tokenizer, self.tools, self.eos_token_ids, vocab_size,
+                                                  copy_values=copy_values)
+        return self._grammars[key]
 
     def parse(self, text: str) -> ParsedAction:
         """``parse_assistant`` with this format's tools and ``end_markers`` (the parse

@@ -22,7 +22,9 @@ Torch-free (numpy): the rollout engine and the trainer unpack the bits
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +33,35 @@ from agentgrpo.agent.format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 
 # JSON laid out as json.dumps writes it by default (render_tool_call), no other whitespace
 _JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+
+FREE_TEXT_ARGUMENTS: frozenset[str] = frozenset({"thought", "summary", "expression"})
+"""String arguments the agent writes itself (τ-bench's think, transfer summary, calculator
+expression); every other string argument of a tool is a value it copies from the conversation."""
+
+# a word of the conversation: what lies between spaces, quotes, brackets and punctuation
+_WORD = re.compile(r"[^\s\"'{}\[\](),:;!?]+")
+_WORD_END = ".'"
+
+
+def context_values(text: str) -> list[str]:
+    """The words of ``text`` a copied argument may take (sorted, each once): ids, slots
+    (``<R1>``), codes, dates, names; a sentence's closing period is not part of its last word."""
+    return sorted({word.rstrip(_WORD_END) for word in _WORD.findall(text)} - {""})
+
+
+def copy_schema(schema: dict[str, Any], values: Sequence[str], free_text: Collection[str],
+                name: str | None = None) -> dict[str, Any]:
+    """``schema`` with every copied string argument (a string without an enum, not named in
+    ``free_text``) restricted to ``values``."""
+    out = dict(schema)
+    if out.get("type") == "object":
+        out["properties"] = {key: copy_schema(sub, values, free_text, key)
+                             for key, sub in out.get("properties", {}).items()}
+    elif out.get("type") == "array" and isinstance(out.get("items"), dict):
+        out["items"] = copy_schema(out["items"], values, free_text, name)
+    elif out.get("type") == "string" and "enum" not in out and name not in free_text:
+        out["enum"] = list(values)
+    return out
 
 
 def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -49,18 +80,22 @@ def _lark_string(text: str) -> str:
     return json.dumps(text)  # a JSON string literal is a valid Lark string literal
 
 
-def turn_grammar(tools: Sequence[dict[str, Any]], tag_tokens: tuple[int, int] | None = None) -> str:
+def turn_grammar(tools: Sequence[dict[str, Any]], tag_tokens: tuple[int, int] | None = None,
+                 values: Sequence[str] | None = None, free_text: Collection[str] = FREE_TEXT_ARGUMENTS) -> str:
     """The Lark grammar (llguidance dialect) of one assistant turn for these OpenAI tool schemas.
 
     tag_tokens: the ids of ``<tool_call>`` and ``</tool_call>`` when the tokenizer writes
     each as one token (ours does): the grammar then names those tokens, and free text is
     any text. Without them the tags are spelled out and free text may not contain ``<``
     (the lexer must know where the text ends without looking ahead).
+    values: when given, the words a copied string argument may take (``copy_schema``).
     """
     calls, rules = [], []
     for index, tool in enumerate(tools):
         function = tool["function"] if "function" in tool else tool
         parameters = strict_schema(function.get("parameters") or {"type": "object", "properties": {}})
+        if values is not None:
+            parameters = copy_schema(parameters, values, free_text)
         parameters["x-guidance"] = _JSON_LAYOUT
         opening = '{"name": ' + json.dumps(function["name"], ensure_ascii=False) + ', "arguments": '
         calls.append(f"{_lark_string(opening)} arguments_{index} \"}}\"")
@@ -146,30 +181,58 @@ class ToolCallGrammar:
     eos_token_ids: the tokens that end a turn; the grammar allows them once the turn is
     complete (and only then: after ``</tool_call>`` nothing else may follow).
     vocab_size: the width of the model's logits (an embedding may be wider than the tokenizer).
+    copy_values: copied string arguments must be words of the conversation so far
+    (``context_values`` of the decoded tokens before the turn): a policy that knows an id's or
+    a date's shape but not which one to copy picks among those in its context, not from memory.
+    free_text: the string arguments exempt from that (``FREE_TEXT_ARGUMENTS``).
     """
 
     def __init__(self, tokenizer: Any, tools: Sequence[dict[str, Any]], eos_token_ids: Sequence[int],
-                 vocab_size: int):
-        import llguidance  # an optional extra at import time; required once decoding is constrained
+                 vocab_size: int, *, copy_values: bool = False,
+                 free_text: Collection[str] = FREE_TEXT_ARGUMENTS):
+        import llguidance  # imported on first use: unconstrained decoding never needs it
 
         self.vocab_size = vocab_size
         self.eos_token_ids = tuple(int(t) for t in eos_token_ids)
         self.words = (vocab_size + 31) // 32
+        self.copy_values = copy_values
+        self.tools, self.free_text = [dict(t) for t in tools], frozenset(free_text)
         tags = (single_token(tokenizer, TOOL_CALL_OPEN), single_token(tokenizer, TOOL_CALL_CLOSE))
         self.tag_tokens = tags if None not in tags else None
         self.lark = turn_grammar(tools, self.tag_tokens)
         table = _TokenTable(tokenizer, vocab_size, int(eos_token_ids[0]), extra_special=self.tag_tokens or ())
+        self._llguidance = llguidance
         self._tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(table), n_vocab=vocab_size,
                                                  eos_token=[int(t) for t in eos_token_ids])
-        self._grammar = llguidance.LLMatcher.grammar_from_lark(self.lark)
-        is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(self._grammar, self._tokenizer)
+        # the conversation's text: a template's markers (<|im_end|>) are not words of it
+        self._decode = lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True,
+                                                    clean_up_tokenization_spaces=False)
+        self._grammar = self._compile(self.lark)
+        self._by_values: OrderedDict[tuple[str, ...], str] = OrderedDict()
+
+    def _compile(self, lark: str) -> str:
+        grammar = self._llguidance.LLMatcher.grammar_from_lark(lark)
+        is_error, messages = self._llguidance.LLMatcher.validate_grammar_with_warnings(grammar, self._tokenizer)
         if is_error:
             raise ValueError(f"the tool-call grammar does not compile: {messages[0]}")
-        self._matcher_type = llguidance.LLMatcher
+        return grammar
 
-    def matcher(self) -> Any:
-        """A fresh matcher at the start of a turn (``llguidance.LLMatcher``)."""
-        return self._matcher_type(self._tokenizer, self._grammar, log_level=0)
+    def grammar_for(self, context: Sequence[int] = ()) -> str:
+        """The grammar of a turn that follows the tokens ``context`` (the conversation so far)."""
+        if not self.copy_values:
+            return self._grammar
+        values = tuple(context_values(self._decode(context)))
+        if values not in self._by_values:
+            lark = turn_grammar(self.tools, self.tag_tokens, values, self.free_text)
+            self._by_values[values] = self._llguidance.LLMatcher.grammar_from_lark(lark)
+            if len(self._by_values) > 256:  # the recent episodes' contexts
+                self._by_values.popitem(last=False)
+        self._by_values.move_to_end(values)
+        return self._by_values[values]
+
+    def matcher(self, context: Sequence[int] = ()) -> Any:
+        """A fresh matcher at the start of a turn that follows ``context`` (``llguidance.LLMatcher``)."""
+        return self._llguidance.LLMatcher(self._tokenizer, self.grammar_for(context), log_level=0)
 
     def empty_masks(self, rows: int) -> np.ndarray:
         """(rows, words) int32 masks, every token allowed."""
@@ -193,20 +256,21 @@ class ToolCallGrammar:
         if not matcher.is_error():
             matcher.consume_token(int(token))
 
-    def turn_masks(self, tokens: Sequence[int]) -> np.ndarray:
+    def turn_masks(self, tokens: Sequence[int], context: Sequence[int] = ()) -> np.ndarray:
         """(len(tokens), words) masks: row k is what the grammar allowed before ``tokens[k]``,
-        ``tokens`` being one turn as sampled (from its first token through its end-of-turn)."""
+        ``tokens`` being one turn as sampled (from its first token through its end-of-turn),
+        after the tokens ``context``."""
         masks = self.empty_masks(len(tokens))
-        matcher = self.matcher()
+        matcher = self.matcher(context)
         for k, token in enumerate(tokens):
             self.fill(matcher, masks, k)
             self.advance(matcher, token)
         return masks
 
-    def accepts(self, tokens: Sequence[int]) -> bool:
-        """Whether ``tokens`` (one turn, its end-of-turn included) is a complete sentence."""
+    def accepts(self, tokens: Sequence[int], context: Sequence[int] = ()) -> bool:
+        """Whether ``tokens`` (one turn, its end-of-turn included) is a complete sentence after ``context``."""
         if not tokens or int(tokens[-1]) not in self.eos_token_ids:
             return False
-        matcher = self.matcher()
+        matcher = self.matcher(context)
         return bool(matcher.consume_tokens([int(t) for t in tokens])) and not matcher.is_error()
 

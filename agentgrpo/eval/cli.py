@@ -3,7 +3,9 @@
 With ``env.source=tau_bench`` the τ-bench layer (``configs/eval_tau_bench.yaml``: 30
 turns, an LLM user sampled as τ-bench samples it) goes over ``configs/eval.yaml`` before
 the ``--config`` file and the overrides. ``--writes DIR`` evaluates nothing: it reports
-why an earlier evaluation's write tasks failed (``agentgrpo.eval.writes``).
+why an earlier evaluation's write tasks failed (``agentgrpo.eval.writes``). ``--decisions``
+plays the oracle instead and scores the policy's turn at each of its steps
+(``agentgrpo.eval.decisions``).
 """
 from __future__ import annotations
 
@@ -36,6 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="evaluate nothing: report why the write tasks of the evaluation in DIR failed (per "
                              "write tool: attempted, executed, gold calls, errors; each failed write episode's "
                              "outcome class; writes on tasks that need none) into DIR/writes.md and writes.json")
+    parser.add_argument("--decisions", action="store_true",
+                        help="play no episode of the policy: at every assistant turn of the oracle's episodes on "
+                             "the evaluated tasks, decode the policy's turn after the oracle's conversation so far "
+                             "and compare (kind, tool, exact arguments; per tool, which arguments differ) into "
+                             "out_dir/decisions.md and decisions.json")
     parser.add_argument("--config", help="a YAML file merged over configs/eval.yaml")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
@@ -86,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(to_yaml(config))
         return 0
+    if args.decisions:
+        return _decisions_report(config)
     if not args.force:  # refused before any check that costs time; --force clears it in evaluate()
         check_out_dir(config.out_dir, resume=args.resume)
     preflight_eval(config)
@@ -115,6 +124,20 @@ def _writes_report(eval_dir: str) -> int:
     report = analyse_eval_dir(eval_dir)
     print(writes_markdown(report))
     print(f"written to {eval_dir}/ ({WRITES_MD}, {WRITES_JSON})")
+    return 0
+
+
+def _decisions_report(config) -> int:
+    """``--decisions``: the policy's teacher-forced turns on the oracle's episodes (``agentgrpo.eval.decisions``)."""
+    from agentgrpo.config import ConfigError
+    from agentgrpo.eval.config import AGENT_POLICIES
+    from agentgrpo.eval.decisions import DECISIONS_JSON, DECISIONS_MD, decisions_markdown, run_decisions
+
+    if config.policy.init in AGENT_POLICIES:
+        raise ConfigError(f"policy={config.policy.init}: --decisions decodes a checkpoint or Hub model's own turns")
+    report = run_decisions(config)
+    print(decisions_markdown(report, str(config.policy.init)))
+    print(f"written to {config.out_dir}/ ({DECISIONS_MD}, {DECISIONS_JSON})")
     return 0
 
 

@@ -95,6 +95,9 @@ def host_problems(config: GRPOConfig, host: str) -> list[str]:
     if trainer.task_sampler != "uniform":
         problems.append(f"trainer.task_sampler={trainer.task_sampler} is the native trainer's; {name} samples "
                         "tasks uniformly")
+    if config.rollout.constrain_tool_calls:
+        problems.append(f"rollout.constrain_tool_calls=true is the native trainer's; {name} would score the "
+                        "unconstrained distribution, so its ratios would not be those of the sampler")
     if host == "verl":
         if trainer.mini_batch_size % trainer.group_size:
             problems.append(f"trainer.mini_batch_size={trainer.mini_batch_size} is not a multiple of "

@@ -39,6 +39,9 @@ class RolloutConfig:
     """Schema-guided decoding: every token is drawn from the tokens the turn grammar allows
     next (``agentgrpo.agent.grammar``: a tool call names a known tool and its arguments match
     the tool's JSON schema), and the trainer scores that same restricted distribution."""
+    copy_arguments: bool = False
+    """With ``constrain_tool_calls``: a string argument the agent copies (an id, a code, a date, a
+    name; not a summary or a thought) must be a word of the conversation so far."""
 
     def __post_init__(self) -> None:
         for key in ("max_turns", "max_new_tokens", "max_total_tokens"):
@@ -50,4 +53,6 @@ class RolloutConfig:
                 "must be in [0, 1]")
         require(self.bucket_rows >= 0, "rollout.bucket_rows", self.bucket_rows, "must be >= 0 (0 = one bucket)")
         require(self.regroup_every >= 1, "rollout.regroup_every", self.regroup_every, "must be >= 1")
+        require(self.constrain_tool_calls or not self.copy_arguments, "rollout.copy_arguments", self.copy_arguments,
+                "needs rollout.constrain_tool_calls=true (the copy constraint is part of the tool-call grammar)")
         require(self.share_prefix_min >= 0, "rollout.share_prefix_min", self.share_prefix_min, "must be >= 0")

@@ -103,7 +103,8 @@ class RolloutEngine:
         self.config = config
         self.eos_ids = set(chat.eos_token_ids)
         self.last_stats = RolloutStats()
-        self.grammar = chat.grammar(model.config.vocab_size) if config.constrain_tool_calls else None
+        self.grammar = (chat.grammar(model.config.vocab_size, copy_values=config.copy_arguments)
+                        if config.constrain_tool_calls else None)
 
     @torch.inference_mode()
     def run(self, specs: list[EpisodeSpec], seed: int = 0,
@@ -206,7 +207,7 @@ class RolloutEngine:
         traj.logprobs = [0.0] * len(prompt)
         ep = _Live(spec=spec, messages=messages, traj=traj, pending=list(prompt),
                    transcript=TranscriptBuilder(messages), index=index,
-                   matcher=self.grammar.matcher() if self.grammar is not None else None)
+                   matcher=self.grammar.matcher(prompt) if self.grammar is not None else None)
         if len(prompt) + 2 > self.config.max_total_tokens:
             self._finish(ep, spec.env.finish("token_budget"))
         return ep
@@ -240,9 +241,6 @@ class RolloutEngine:
     def _apply_turn(self, ep: _Live, generated: list[int], logprobs: list[float]) -> None:
         traj, cfg = ep.traj, self.config
         start = len(traj.token_ids)
-        if ep.matcher is not None:  # the next turn starts the grammar afresh
-            ep.matcher = self.grammar.matcher() if ep.matcher.is_error() else ep.matcher
-            ep.matcher.reset()
         traj.token_ids += generated
         traj.response_mask += [1] * len(generated)
         traj.logprobs += logprobs
@@ -281,6 +279,8 @@ class RolloutEngine:
         traj.response_mask += [0] * len(delta)
         traj.logprobs += [0.0] * len(delta)
         ep.pending += delta
+        if self.grammar is not None:  # the next turn's grammar, after everything said so far
+            ep.matcher = self.grammar.matcher(traj.token_ids)
 
     def _finish(self, ep: _Live, result: StepResult) -> None:
         ep.done = True

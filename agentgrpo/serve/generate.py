@@ -39,6 +39,8 @@ class GenerationRequest:
     """Seeds this row's sampler (None: a fresh random seed)."""
     on_token: Callable[[list[int]], bool] | None = None
     """Called in the worker with the tokens so far after each new one; True stops the row (a stop string)."""
+    logits_filter: Callable[[torch.Tensor], torch.Tensor] | None = None
+    """Applied to the row's (V,) next-token logits before sampling (e.g. a grammar's allowed tokens)."""
     future: Future = field(default_factory=Future)
 
 
@@ -115,7 +117,9 @@ def generate_batch(model: Any, requests: list[GenerationRequest], pad_token_id: 
         logits = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                        use_cache=True, logits_to_keep=1).logits[:, -1]
         while True:
-            tokens = [_sample(logits[row], r, generators[row]) for row, r in enumerate(requests)]
+            tokens = [pad_token_id if reasons[row] is not None else  # a stopped row's token is never used
+                      _sample(r.logits_filter(logits[row]) if r.logits_filter else logits[row], r, generators[row])
+                      for row, r in enumerate(requests)]
             for row, (request, token) in enumerate(zip(requests, tokens)):
                 if reasons[row] is not None:
                     continue

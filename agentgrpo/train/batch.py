@@ -117,7 +117,7 @@ def replay_masks(trajectories: list[Trajectory], width: int, grammar: ToolCallGr
     rows[table[0].tobytes()] = 0
     for row, traj in enumerate(trajectories):
         for turn in traj.turns:
-            masks = grammar.turn_masks(traj.token_ids[turn.start : turn.end])
+            masks = grammar.turn_masks(traj.token_ids[turn.start : turn.end], traj.token_ids[: turn.start])
             for offset, mask in enumerate(masks):
                 key = mask.tobytes()
                 if key not in rows:

@@ -33,6 +33,7 @@ from typing import Any
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.types import Trajectory
+from agentgrpo.config import ConfigError
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import TRAIN_SPLITS, EnvBundle, make_env
 from agentgrpo.envs.user_sim import ChatClient
@@ -69,6 +70,9 @@ class AirlineRollout:
 
     def __init__(self, bundle: EnvBundle, env_config: EnvConfig, chat: ChatFormat, rollout: RolloutConfig,
                  seed: int = 0, user_client: ChatClient | None = None) -> None:
+        if rollout.constrain_tool_calls:
+            raise ConfigError("rollout.constrain_tool_calls=true: TRL scores the unconstrained distribution, so "
+                              "its ratios would not be the sampler's; use the native trainer")
         self.bundle, self.env_config, self.chat, self.rollout = bundle, env_config, chat, rollout
         self.seed, self.user_client = seed, user_client
         self.calls = 0
