@@ -9,7 +9,7 @@ import pytest
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.format import render_assistant, render_tool_call
-from agentgrpo.agent.grammar import strict_schema, turn_grammar
+from agentgrpo.agent.grammar import context_values, strict_schema, turn_grammar
 from agentgrpo.envs.delex import slot_tokens
 from agentgrpo.envs.registry import id_kinds
 from agentgrpo.policy.tokenizer import domain_corpus, train_tokenizer
@@ -138,3 +138,25 @@ def test_spelled_out_tags_when_the_tokenizer_has_no_tag_tokens(domain):
     call = render_tool_call("get_user_details", {"user_id": "mia_li_3668"})
     assert grammar.accepts(_turn(chat, "I look the user up.\n" + call))
     assert not grammar.accepts(_turn(chat, render_tool_call("get_user_details", {})))
+
+
+def test_context_values_are_the_words_of_the_conversation():
+    values = context_values('Hi, my id is <U1>. Fly ORD to DTW on 2024-05-24. {"origin": "EWR"}')
+    assert {"<U1>", "ORD", "DTW", "2024-05-24", "EWR", "origin"} <= set(values)
+    assert "2024-05-24." not in values and '"EWR"' not in values and values == sorted(set(values))
+
+
+def test_copied_arguments_must_come_from_the_context_free_text_need_not(chat_format):
+    grammar = chat_format.grammar(len(chat_format.tokenizer), copy_values=True)
+    context = chat_format.encode_prompt([{"role": "system", "content": chat_format.system_prompt},
+                                         {"role": "user", "content": "My id is mia_li_3668. I fly ORD to DTW."}])
+    search = render_tool_call("search_direct_flight", {"origin": "ORD", "destination": "DTW", "date": "2024-05-24"})
+    assert not grammar.accepts(_turn(chat_format, search), context)  # the date was never said
+    context += chat_format.encode("on 2024-05-24")
+    assert grammar.accepts(_turn(chat_format, search), context)
+    invented = render_tool_call("search_direct_flight", {"origin": "QQZ", "destination": "DTW", "date": "2024-05-24"})
+    assert not grammar.accepts(_turn(chat_format, invented), context)
+    transfer = render_tool_call("transfer_to_human_agents", {"summary": "Wants a refund nobody may give."})
+    assert grammar.accepts(_turn(chat_format, transfer), context)
+    # without the copy constraint, any string of the right type
+    assert chat_format.grammar(len(chat_format.tokenizer)).accepts(_turn(chat_format, invented))

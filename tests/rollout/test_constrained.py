@@ -41,10 +41,10 @@ def setup(tiny_policy_dir):
     handle.remove()
 
 
-def rollouts(setup, constrained: bool, seed: int = 0, temperature: float = 1.0):
+def rollouts(setup, constrained: bool, seed: int = 0, temperature: float = 1.0, copy: bool = False):
     bundle, model, chat = setup
     config = RolloutConfig(max_turns=3, max_new_tokens=MAX_NEW_TOKENS, max_total_tokens=4096,
-                           temperature=temperature, constrain_tool_calls=constrained)
+                           temperature=temperature, constrain_tool_calls=constrained, copy_arguments=copy)
     engine = RolloutEngine(model, chat, config)
     specs = [EpisodeSpec(make_env(bundle, task, small_env_config(), user_seed=g, max_steps=3), task.task_id,
                          f"g{i}", g) for i, task in enumerate(bundle.tasks()[:3]) for g in range(2)]
@@ -70,14 +70,17 @@ def test_every_finished_turn_is_a_well_formed_call(setup):
     assert names <= chat.tool_names
 
 
-def test_sampled_tokens_are_allowed_and_the_trainer_scores_the_sampled_distribution(setup):
+@pytest.mark.parametrize("copy", [False, True], ids=["schema", "schema+copy"])
+def test_sampled_tokens_are_allowed_and_the_trainer_scores_the_sampled_distribution(setup, copy):
     bundle, model, chat = setup
-    engine, trajectories = rollouts(setup, constrained=True, seed=1)
+    engine, trajectories = rollouts(setup, constrained=True, seed=1, copy=copy)
     grammar = engine.grammar
+    assert grammar.copy_values == copy
     for traj in trajectories:
         for turn in traj.turns:
             tokens = traj.token_ids[turn.start : turn.end]
-            bits = np.unpackbits(grammar.turn_masks(tokens).view(np.uint8), bitorder="little")
+            masks = grammar.turn_masks(tokens, traj.token_ids[: turn.start])
+            bits = np.unpackbits(masks.view(np.uint8), bitorder="little")
             bits = bits.reshape(len(tokens), -1)
             assert all(bits[k, token] for k, token in enumerate(tokens))
     batch = collate(trajectories, chat.pad_token_id, grammar)
