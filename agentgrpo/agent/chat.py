@@ -117,6 +117,12 @@ PROMPT_STYLES = {"full": build_system_prompt, "compact": build_compact_system_pr
 """System prompt builders by name; a checkpoint records which one it was trained with."""
 
 
+def policy_view(chat: ChatFormat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A recorded transcript as the policy sees it: our system prompt, then the chat messages."""
+    rest = messages[1:] if messages and messages[0]["role"] == "system" else messages
+    return [{"role": "system", "content": chat.system_prompt}, *chat.chat_messages(rest)]
+
+
 class ChatFormat:
     """Rendering, tokenising and converting conversations for one tokenizer and tool set.
 

@@ -145,16 +145,15 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
     """Play the oracle on ``config``'s tasks, decode the policy at every assistant turn, write the report."""
     import torch
 
-    from agentgrpo.agent.chat import ChatFormat
+    from agentgrpo.agent.chat import ChatFormat, policy_view
     from agentgrpo.algos import unpack_allowed
     from agentgrpo.envs.delex import delexicalise_messages
     from agentgrpo.envs.episode import run_episode
     from agentgrpo.envs.registry import domain_oracle, id_kinds, make_env, write_tools
     from agentgrpo.eval.tasks import eval_tasks
     from agentgrpo.policy.device import autocast, resolve_device
+    from agentgrpo.policy.generate import generate_batch
     from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
-    from agentgrpo.serve.generate import generate_batch
-    from agentgrpo.train.demonstrations import policy_view
 
     tasks = eval_tasks(config)
     device = resolve_device(config.policy.device)
@@ -201,7 +200,7 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
 
 def _request(prompt: list[int], eos_ids: list[int], max_new_tokens: int, grammar: Any, unpack: Any):
     """A greedy request; with a grammar, its logits restricted and its matcher advanced token by token."""
-    from agentgrpo.serve.generate import GenerationRequest
+    from agentgrpo.policy.generate import GenerationRequest
 
     if grammar is None:
         return GenerationRequest(prompt, max_new_tokens, list(eos_ids), temperature=0.0)

@@ -32,7 +32,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.format import strip_end_markers
 from agentgrpo.chat_content import content_text
-from agentgrpo.serve.generate import BatchGenerator, Generation, GenerationRequest
+from agentgrpo.policy.generate import Generation, GenerationRequest
+from agentgrpo.serve.generate import BatchGenerator
 from agentgrpo.serve.hermes import extract_tool_calls, streamable_prefix
 from agentgrpo.serve.request import ChatRequest, RequestError, read_request
 

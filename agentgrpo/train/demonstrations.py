@@ -4,7 +4,7 @@ copy check's probes.
 The teacher is the oracle agent talking to the scripted user (several episodes per task,
 each with a differently seeded user, so the policy sees varied phrasing) in every world it
 is given. A transcript is rendered through the policy's chat template as the policy sees it
-(``policy_view``); only the assistant turns are labelled (``agentgrpo.agent.masking``).
+(``agent.chat.policy_view``); only the assistant turns are labelled (``agentgrpo.agent.masking``).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from agentgrpo.agent.chat import ChatFormat
+from agentgrpo.agent.chat import ChatFormat, policy_view
 from agentgrpo.agent.format import openai_assistant_text
 from agentgrpo.agent.masking import SFTExample, build_sft_example, build_sft_examples
 from agentgrpo.chat_content import content_text
@@ -64,12 +64,6 @@ def transcript_text(messages: list[dict[str, Any]]) -> str:
         for m in messages
         if m["role"] != "system"
     )
-
-
-def policy_view(chat: ChatFormat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A recorded transcript as the policy sees it: our system prompt, then the chat messages."""
-    rest = messages[1:] if messages and messages[0]["role"] == "system" else messages
-    return [{"role": "system", "content": chat.system_prompt}, *chat.chat_messages(rest)]
 
 
 def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat) -> tuple[list[CopyProbe], str | None]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from agentgrpo.agent.chat import ChatFormat
+from agentgrpo.agent.chat import ChatFormat, policy_view
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_examples
 from agentgrpo.config import ConfigError, to_dict, to_yaml
 from agentgrpo.envs.delex import slot_tokens
@@ -54,7 +54,6 @@ from agentgrpo.train.demonstrations import (
     Demonstration,
     collect_demonstrations,
     copy_probes,
-    policy_view,
     relabelled_examples,
     transcript_text,
 )

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from agentgrpo.agent.format import parse_openai_message
+from agentgrpo.policy.generate import Generation, GenerationRequest, generate_batch
 from agentgrpo.policy.hf import load_policy
 from agentgrpo.serve.app import RequestError, ServedModel
-from agentgrpo.serve.generate import Generation, GenerationRequest, generate_batch
 
 TOOL = {"type": "function", "function": {"name": "get_user_details", "description": "Look a user up.",
                                          "parameters": {"type": "object", "properties": {

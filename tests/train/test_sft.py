@@ -6,14 +6,14 @@ import json
 import pytest
 from helpers import SMALL_ENV_OVERRIDES, small_env_config
 
-from agentgrpo.agent.chat import ChatFormat
+from agentgrpo.agent.chat import ChatFormat, policy_view
 from agentgrpo.config import ConfigError, load_config
 from agentgrpo.envs.airline.factory import build_env
 from agentgrpo.envs.registry import build_training_worlds
 from agentgrpo.eval.evaluator import EvalConfig, evaluate
 from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
 from agentgrpo.tracking import read_metrics
-from agentgrpo.train.demonstrations import collect_demonstrations, policy_view, relabelled_examples
+from agentgrpo.train.demonstrations import collect_demonstrations, relabelled_examples
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.sft import train_sft
