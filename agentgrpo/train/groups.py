@@ -36,6 +36,7 @@ from agentgrpo.envs.registry import (
     build_heldout,
     build_training_worlds,
     make_env,
+    write_tools,
 )
 from agentgrpo.envs.types import Task
 from agentgrpo.openai_client import llm_user_client
@@ -119,6 +120,8 @@ class GroupSampler:
         sampled: list[Trajectory] = []
         dropped, drawn = Dropped(), set()
         kept_groups = filtered = informative = sampled_groups = generation_round = shared_rounds = 0
+        by_kind = {True: [0, 0], False: [0, 0]}  # write task? -> [groups, informative]
+        writes = set(write_tools(self.config.env))
         for generation_round in range(rounds):
             clock = time.perf_counter()
             tasks = self.task_sampler.draw(step, generation_round, exclude=drawn)
@@ -134,10 +137,14 @@ class GroupSampler:
             sampled.extend(usable)
             groups = groups_in_order(usable)
             self.task_sampler.observe(outcomes_by_task(groups))
+            task_by_id = {task.task_id: task for task in tasks}
             for group in groups.values():
                 sampled_groups += 1
                 signal = is_informative(group, t.informative_by)
                 informative += signal
+                counts = by_kind[any(a.name in writes for a in task_by_id[group[0].task_id].actions)]
+                counts[0] += 1
+                counts[1] += signal
                 if not t.dynamic_sampling:
                     continue
                 if not signal:
@@ -156,6 +163,10 @@ class GroupSampler:
                    metric.ROLLOUT_FILTERED_GROUPS: float(filtered),
                    metric.ROLLOUT_INFORMATIVE_GROUPS: float(informative if not t.dynamic_sampling else kept_groups),
                    metric.ROLLOUT_INFORMATIVE_GROUP_FRAC: informative / max(sampled_groups, 1)}
+        for write, name in ((True, metric.ROLLOUT_INFORMATIVE_WRITE_GROUP_FRAC),
+                            (False, metric.ROLLOUT_INFORMATIVE_NO_WRITE_GROUP_FRAC)):
+            if by_kind[write][0]:  # a step that drew no task of a kind logs nothing for it, not a false 0
+                metrics[name] = by_kind[write][1] / by_kind[write][0]
         return SampledGroups(kept, sampled, metrics)
 
     def _rollouts(self, step: int, generation_round: int, tasks: list[Task],

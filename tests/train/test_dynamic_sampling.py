@@ -10,6 +10,7 @@ from helpers import SMALL_ENV_OVERRIDES
 
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.config import ConfigError, load_config
+from agentgrpo.envs.registry import write_tools
 from agentgrpo.train.group_filter import groups_in_order, is_informative, outcomes_by_task
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
@@ -55,6 +56,14 @@ def test_saturated_groups_never_reach_the_loss_and_rounds_stop_at_the_cap(tiny_p
     assert filtered and informative  # both kinds were sampled: the filter had something to do
     assert metrics["rollout/filtered_groups"] == len(filtered)
     assert metrics["rollout/informative_group_frac"] == len(informative) / len(groups)
+    # the same share, split by whether the group's task writes (its gold actions call a write tool)
+    writes = set(write_tools(trainer.config.env))
+    tasks = {task.task_id: task for world in trainer.groups.worlds for task in world.tasks()}
+    kinds = {gid: any(a.name in writes for a in tasks[group[0].task_id].actions) for gid, group in groups.items()}
+    for write, name in ((True, "write"), (False, "no_write")):
+        ids = [gid for gid, kind in kinds.items() if kind == write]
+        key = f"rollout/informative_group_frac/{name}"
+        assert (metrics[key] == sum(gid in informative for gid in ids) / len(ids)) if ids else key not in metrics
     kept_groups = groups_in_order(kept)
     assert set(kept_groups) <= informative and len(kept_groups) == min(2, len(informative))
     assert metrics["rollout/informative_groups"] == len(kept_groups)
