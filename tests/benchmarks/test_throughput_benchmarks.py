@@ -146,3 +146,14 @@ def test_decode_cache_layout_benchmark_reports_every_dtype_and_the_transposed_ke
     fp32 = sum(per_dtype["float32"])
     assert bench["decode_own_fp32_ms"][0] == pytest.approx(fp32, rel=0.02, abs=0.01)
     assert bench["decode_own_bf16_vs_fp32"][0] == pytest.approx(sum(per_dtype["bfloat16"]) / fp32, rel=0.05)
+
+
+def test_constrained_decoding_benchmark_compares_the_three_modes(policy_cache):
+    out, bench = run_benchmark("constrained_decoding.py", policy_cache)
+    assert set(bench) == {"free_rollout_tokens_per_s", "constrained_vs_free_tokens_per_s",
+                          "copy_constrained_vs_free_tokens_per_s", "mask_replay_us_per_token",
+                          "copy_mask_replay_us_per_token"}
+    rates = {mode: float(rate) for mode, rate in re.findall(r"^(free|schema|schema\+copy): ([\d.]+) sampled", out,
+                                                            re.MULTILINE)}
+    assert bench["constrained_vs_free_tokens_per_s"][0] == pytest.approx(rates["schema"] / rates["free"], rel=2e-3)
+    assert bench["mask_replay_us_per_token"][0] > 0 and bench["mask_replay_us_per_token"][1] == "<= 200"
