@@ -13,7 +13,11 @@ turn costs the prefill of its new tokens plus decoding, never a re-encode.
 Sampling is as before: one seeded generator draws one uniform per sampled row per step
 (rows in the order episodes took them: grouping rows by length for the decode attention
 moves their cache, not their draws), so a run is a pure function of its seed; greedy
-decoding gives each episode the trajectory it would get alone.
+decoding gives each episode the trajectory it would get alone. With
+``RolloutConfig.constrain_tool_calls`` each row's logits are first restricted to what its
+turn's grammar allows next (``agentgrpo.agent.grammar``; a matcher per episode, started
+afresh after everything said before each turn), and the log-probs are those of that
+restricted distribution.
 
 What comes out is one ``Trajectory`` per episode: token ids, the response mask (1 on
 sampled tokens), sampling log-probs, turn spans, steps, the conversation as the policy saw
@@ -34,7 +38,7 @@ import torch
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.turn import play_turn
 from agentgrpo.agent.types import Trajectory, Turn
-from agentgrpo.algos import unpack_allowed
+from agentgrpo.algos import restrict_logits, unpack_allowed
 from agentgrpo.envs.registry import EpisodeEnv
 from agentgrpo.envs.transcript import TranscriptBuilder
 from agentgrpo.envs.types import StepResult
@@ -184,7 +188,7 @@ class RolloutEngine:
         for index, ep in enumerate(live):
             grammar.fill(ep.matcher, masks, index)
         allowed = unpack_allowed(torch.from_numpy(masks).to(logits.device), logits.shape[-1])
-        return logits.float().masked_fill(~allowed, float("-inf"))
+        return restrict_logits(logits.float(), allowed)
 
     def _shared_prefix_length(self, prompts: list[list[int]]) -> int:
         """Tokens at the start of every prompt (keeping >= 1 of each), or 0 if below ``share_prefix_min``."""
