@@ -113,3 +113,24 @@ def test_adv_std_eps_keeps_process_only_differences_small(tiny_policy_dir, tmp_p
     # group (1, 0): std 0.5 → ±0.5/0.6; group (1.003, 1): std 0.0015 → ±0.0015/0.1015 (not ±1)
     a, b = 0.5 / 0.6, 0.0015 / 0.1015
     torch.testing.assert_close(batch.seq_advantages, torch.tensor([a, -a, b, -b]), atol=1e-5, rtol=1e-4)
+
+
+def test_constrained_rollouts_train_on_the_distribution_they_were_sampled_from(tiny_policy_dir, tmp_path):
+    """rollout.constrain_tool_calls: the batch carries the sampler's masks, the recomputed old
+    log-probs equal the sampler's (so the first update's ratio is 1), and a step runs through."""
+    config = fast_grpo_config(tiny_policy_dir, tmp_path, "rollout.constrain_tool_calls=true",
+                              "rollout.copy_arguments=true", "rollout.max_new_tokens=24", "rollout.temperature=1.0")
+    trainer = GRPOTrainer(config)
+    trajectories = trainer.groups.collect_rollouts(0)
+    trainer.groups.score(trajectories)
+    batch, _ = trainer.compute_advantages(trajectories)
+    assert batch.token_masks is not None and batch.token_masks.index.shape == batch.input_ids.shape
+    assert bool((batch.token_masks.index[batch.response_mask == 0] == 0).all())  # prompts: no mask
+    plan = trainer.plan_updates(batch, step=0)
+    trainer.compute_old_logprobs(batch, plan)
+    mask = batch.response_mask.bool()
+    torch.testing.assert_close(batch.old_logprobs[mask], batch.rollout_logprobs[mask], atol=2e-4, rtol=0)
+    metrics = trainer._mini_batch_update(batch, plan.mini_batches[0])
+    assert metrics["algo/ratio_max"] == pytest.approx(1.0, abs=1e-5)
+    trainer.train()
+    assert (tmp_path / "final" / "model.safetensors").is_file()
