@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import add_policy_arguments, airline_specs, bench, load_benchmark_policy, median, set_threads, timed, \
-    world
+from _common import add_policy_arguments, airline_specs, bench, load_benchmark_policy, median, set_threads, timed, world
 
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.rollout.config import RolloutConfig
