@@ -61,8 +61,8 @@ def main() -> None:
         engine.run(airline_specs(bundle, env_config, tasks[:1], 1, 1, args.seed), seed=args.seed)  # warm-up
         per_second = []
         for rep in range(args.reps):
-            trajectories, seconds = timed(lambda: engine.run(
-                airline_specs(bundle, env_config, tasks, args.group_size, args.max_turns, args.seed), seed=args.seed))
+            specs = airline_specs(bundle, env_config, tasks, args.group_size, args.max_turns, args.seed)
+            trajectories, seconds = timed(lambda engine=engine, specs=specs: engine.run(specs, seed=args.seed))
             tokens = engine.last_stats.policy_tokens
             calls = sum(step.kind == "tool" for t in trajectories for step in t.steps)
             malformed = sum(t.num_invalid for t in trajectories)
@@ -76,7 +76,7 @@ def main() -> None:
     for mode in ("schema", "schema+copy"):
         engine, trajectories = last[mode]
         width = max(len(t.token_ids) for t in trajectories)
-        masks, seconds = timed(lambda: replay_masks(trajectories, width, engine.grammar))
+        masks, seconds = timed(lambda t=trajectories, w=width, g=engine.grammar: replay_masks(t, w, g))
         sampled = sum(t.num_response_tokens for t in trajectories)
         replay[mode] = 1e6 * seconds / max(sampled, 1)
         print(f"mask replay ({mode}): {sampled} sampled tokens in {seconds:.3f} s, "
