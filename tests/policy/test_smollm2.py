@@ -115,3 +115,19 @@ def test_smollm2_preset(smollm2):
     check_render_twice_diff_on_smollm2(smollm2)
     check_delta_encoding_on_smollm2(smollm2)
     check_generate_a_turn_and_score_it(smollm2)
+    check_the_tool_call_grammar_on_smollm2(smollm2)
+
+
+def check_the_tool_call_grammar_on_smollm2(smollm2):
+    """SmolLM2's tokenizer has no single ``<tool_call>`` token: the grammar spells the tags out."""
+    chat = smollm2.chat
+    grammar = chat.grammar(smollm2.model.config.vocab_size)
+    assert grammar.tag_tokens is None
+    eos = [chat.eos_token_ids[0]]
+    arguments = {"reservation_id": "ZFA04Y", "passengers": [{"first_name": "Mia", "last_name": "Li",
+                                                             "dob": "1990-04-05"}]}
+    call = render_assistant("The user confirmed.", "update_reservation_passengers", arguments)
+    assert grammar.accepts(chat.encode(call) + eos)
+    assert grammar.accepts(chat.encode("Which reservation is it?") + eos)
+    missing = render_assistant("", "update_reservation_passengers", {"reservation_id": "ZFA04Y"})
+    assert not grammar.accepts(chat.encode(missing) + eos)
