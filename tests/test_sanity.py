@@ -74,8 +74,8 @@ def negated_estimator(name):
     return flipped
 
 
-def mask_shifted_collate(trajectories, pad_token_id):
-    batch = collate(trajectories, pad_token_id)
+def mask_shifted_collate(trajectories, pad_token_id, grammar=None):
+    batch = collate(trajectories, pad_token_id, grammar)
     shifted = torch.zeros_like(batch.response_mask)
     shifted[:, 1:] = batch.response_mask[:, :-1]  # one token later: each turn's first token drops out
     batch.response_mask = shifted * batch.attention_mask

@@ -62,7 +62,7 @@ def test_saturated_groups_never_reach_the_loss_and_rounds_stop_at_the_cap(tiny_p
     kinds = {gid: any(a.name in writes for a in tasks[group[0].task_id].actions) for gid, group in groups.items()}
     for write, name in ((True, "write"), (False, "no_write")):
         ids = [gid for gid, kind in kinds.items() if kind == write]
-        key = f"rollout/informative_group_frac/{name}"
+        key = f"rollout/{name}_informative_group_frac"
         assert (metrics[key] == sum(gid in informative for gid in ids) / len(ids)) if ids else key not in metrics
     kept_groups = groups_in_order(kept)
     assert set(kept_groups) <= informative and len(kept_groups) == min(2, len(informative))
