@@ -185,8 +185,9 @@ class ChatFormat:
         ``ToolCallGrammar``."""
         key = (vocab_size, copy_values)
         if key not in self._grammars:
+            system = self.encode(self.render([{"role": "system", "content": self.system_prompt}], False))
             self._grammars[key] = ToolCallGrammar(self.tokenizer, self.tools, self.eos_token_ids, vocab_size,
-                                                  copy_values=copy_values)
+                                                  copy_values=copy_values, context_start=len(system))
         return self._grammars[key]
 
     def parse(self, text: str) -> ParsedAction:

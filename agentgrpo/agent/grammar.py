@@ -41,12 +41,15 @@ expression); every other string argument of a tool is a value it copies from the
 # a word of the conversation: what lies between spaces, quotes, brackets and punctuation
 _WORD = re.compile(r"[^\s\"'{}\[\](),:;!?]+")
 _WORD_END = ".'"
+_JSON_KEY = re.compile(r'"([^"\\]+)":')
 
 
 def context_values(text: str) -> list[str]:
     """The words of ``text`` a copied argument may take (sorted, each once): ids, slots
-    (``<R1>``), codes, dates, names; a sentence's closing period is not part of its last word."""
-    return sorted({word.rstrip(_WORD_END) for word in _WORD.findall(text)} - {""})
+    (``<R1>``), codes, dates, names; a sentence's closing period is not part of its last word,
+    and the keys of the JSON a tool returned (``"dob":``) are names, not values."""
+    words = {word.rstrip(_WORD_END) for word in _WORD.findall(text)}
+    return sorted(words - set(_JSON_KEY.findall(text)) - {""})
 
 
 def copy_schema(schema: dict[str, Any], values: Sequence[str], free_text: Collection[str],
@@ -182,20 +185,22 @@ class ToolCallGrammar:
     complete (and only then: after ``</tool_call>`` nothing else may follow).
     vocab_size: the width of the model's logits (an embedding may be wider than the tokenizer).
     copy_values: copied string arguments must be words of the conversation so far
-    (``context_values`` of the decoded tokens before the turn): a policy that knows an id's or
-    a date's shape but not which one to copy picks among those in its context, not from memory.
+    (``context_values`` of the decoded tokens before the turn, after the first
+    ``context_start``: the system prompt, whose tool and argument names are no values): a
+    policy that knows an id's or a date's shape but not which one to copy picks among those in
+    its context, not from memory.
     free_text: the string arguments exempt from that (``FREE_TEXT_ARGUMENTS``).
     """
 
     def __init__(self, tokenizer: Any, tools: Sequence[dict[str, Any]], eos_token_ids: Sequence[int],
                  vocab_size: int, *, copy_values: bool = False,
-                 free_text: Collection[str] = FREE_TEXT_ARGUMENTS):
+                 free_text: Collection[str] = FREE_TEXT_ARGUMENTS, context_start: int = 0):
         import llguidance  # imported on first use: unconstrained decoding never needs it
 
         self.vocab_size = vocab_size
         self.eos_token_ids = tuple(int(t) for t in eos_token_ids)
         self.words = (vocab_size + 31) // 32
-        self.copy_values = copy_values
+        self.copy_values, self.context_start = copy_values, context_start
         self.tools, self.free_text = [dict(t) for t in tools], frozenset(free_text)
         tags = (single_token(tokenizer, TOOL_CALL_OPEN), single_token(tokenizer, TOOL_CALL_CLOSE))
         self.tag_tokens = tags if None not in tags else None
@@ -221,7 +226,7 @@ class ToolCallGrammar:
         """The grammar of a turn that follows the tokens ``context`` (the conversation so far)."""
         if not self.copy_values:
             return self._grammar
-        values = tuple(context_values(self._decode(context)))
+        values = tuple(context_values(self._decode(list(context)[self.context_start :])))
         if values not in self._by_values:
             lark = turn_grammar(self.tools, self.tag_tokens, values, self.free_text)
             self._by_values[values] = self._llguidance.LLMatcher.grammar_from_lark(lark)
