@@ -41,15 +41,14 @@ expression); every other string argument of a tool is a value it copies from the
 # a word of the conversation: what lies between spaces, quotes, brackets and punctuation
 _WORD = re.compile(r"[^\s\"'{}\[\](),:;!?]+")
 _WORD_END = ".'"
-_JSON_KEY = re.compile(r'"([^"\\]+)":')
 
 
 def context_values(text: str) -> list[str]:
     """The words of ``text`` a copied argument may take (sorted, each once): ids, slots
-    (``<R1>``), codes, dates, names; a sentence's closing period is not part of its last word,
-    and the keys of the JSON a tool returned (``"dob":``) are names, not values."""
-    words = {word.rstrip(_WORD_END) for word in _WORD.findall(text)}
-    return sorted(words - set(_JSON_KEY.findall(text)) - {""})
+    (``<R1>``), codes, dates, names; a sentence's closing period is not part of its last word.
+    A JSON key is a word too: a tool's record may key its entries by id (a profile's payment
+    methods are ``{"<P1>": {...}}``)."""
+    return sorted({word.rstrip(_WORD_END) for word in _WORD.findall(text)} - {""})
 
 
 def copy_schema(schema: dict[str, Any], values: Sequence[str], free_text: Collection[str],

@@ -142,7 +142,7 @@ def test_spelled_out_tags_when_the_tokenizer_has_no_tag_tokens(domain):
 
 def test_context_values_are_the_words_of_the_conversation():
     values = context_values('Hi, my id is <U1>. Fly ORD to DTW on 2024-05-24. {"origin": "EWR"}')
-    assert {"<U1>", "ORD", "DTW", "2024-05-24", "EWR"} <= set(values) and "origin" not in values
+    assert {"<U1>", "ORD", "DTW", "2024-05-24", "EWR", "origin"} <= set(values)
     assert "2024-05-24." not in values and '"EWR"' not in values and values == sorted(set(values))
 
 
@@ -162,8 +162,9 @@ def test_copied_arguments_must_come_from_the_context_free_text_need_not(chat_for
     assert chat_format.grammar(len(chat_format.tokenizer)).accepts(_turn(chat_format, invented))
 
 
-def test_json_keys_and_the_system_prompt_are_not_values(chat_format):
-    assert context_values('{"dob": "1970-07-27", "name": {"first_name": "Olivia"}}') == ["1970-07-27", "Olivia"]
+def test_the_system_prompt_is_not_a_source_of_values(chat_format):
+    # ids may be a record's keys (a profile's payment methods), so JSON keys stay values
+    assert "<P1>" in context_values('{"payment_methods": {"<P1>": {"source": "gift_card"}}}')
     grammar = chat_format.grammar(len(chat_format.tokenizer), copy_values=True)
     system = chat_format.render([{"role": "system", "content": chat_format.system_prompt}], False)
     assert grammar.context_start == len(chat_format.encode(system)) > 100
