@@ -60,7 +60,7 @@ LEARNING_SETTINGS = [
     "trainer.skip_zero_grad_steps=true",
     "trainer.lr=1e-4", "algo.kl_coef=0.05",  # k3 KL to the SFT policy, 5x grpo.yaml's: the runs drift otherwise
     "trainer.lld_diagnostic=false", "trainer.old_logprobs=recompute",
-    "rollout.max_turns=20", "rollout.max_new_tokens=160",
+    "rollout.max_turns=20", "rollout.max_new_tokens=320",
 ]
 """The training side of the benchmark (the experiment's own values come from its YAML)."""
 
