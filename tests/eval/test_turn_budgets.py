@@ -21,7 +21,8 @@ def oracle_sizes():
     """(assistant turns, longest turn + its end-of-turn, whole episode) of each oracle episode."""
     config = EnvConfig(delexicalise=True)
     bundle = build_env(config)
-    tokenizer = train_tokenizer(domain_corpus(bundle.domain), vocab_size=4096, atomic_texts=slot_tokens(id_kinds(config)))
+    tokenizer = train_tokenizer(domain_corpus(bundle.domain), vocab_size=4096,
+                                atomic_texts=slot_tokens(id_kinds(config)))
     chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
     sizes = {}
     for task in bundle.tasks():
