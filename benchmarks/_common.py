@@ -159,6 +159,16 @@ def load_benchmark_policy(bundle: EnvBundle, init: str | None, seed: int = 0, ca
         return model, chat_format(bundle, tokenizer, checkpoint)
 
 
+def rollout_workload(args: Any) -> tuple[EnvConfig, EnvBundle, list[Task], Any, ChatFormat]:
+    """The rollout benchmarks' batch: the generated world, its first ``args.tasks`` training tasks
+    and the benchmark policy (``--policy``, ``--seed``, ``--policy-cache``, ``--quick``)."""
+    env_config = EnvConfig()
+    bundle = world(env_config)
+    tasks = bundle.tasks(["covered_seen", "uncovered_seen"])[: args.tasks]
+    model, chat = load_benchmark_policy(bundle, args.policy, args.seed, args.policy_cache, args.quick)
+    return env_config, bundle, tasks, model, chat
+
+
 def chat_format(bundle: EnvBundle, tokenizer: Any, checkpoint: str | Path) -> ChatFormat:
     """The chat format the checkpoint was trained with (its recorded prompt style)."""
     style = read_agent_config(checkpoint)["prompt_style"]

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import argparse
 
-from _common import add_policy_arguments, airline_specs, bench, load_benchmark_policy, median, set_threads, timed, world
+from _common import add_policy_arguments, airline_specs, bench, median, rollout_workload, set_threads, timed
 
-from agentgrpo.envs.config import EnvConfig
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.rollout.engine import RolloutEngine
 from agentgrpo.train.batch import replay_masks
@@ -49,10 +48,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     set_threads(args.threads)
-    env_config = EnvConfig()
-    bundle = world(env_config)
-    tasks = bundle.tasks(["covered_seen", "uncovered_seen"])[: args.tasks]
-    model, chat = load_benchmark_policy(bundle, args.policy, args.seed, args.policy_cache, args.quick)
+    env_config, bundle, tasks, model, chat = rollout_workload(args)
     rates, last = {}, {}
     for mode, options in MODES.items():
         config = RolloutConfig(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, max_total_tokens=4096,

@@ -35,16 +35,14 @@ from _common import (
     add_policy_arguments,
     airline_specs,
     bench,
-    load_benchmark_policy,
     median,
     peak_rss_mb,
+    rollout_workload,
     set_threads,
     timed,
-    world,
 )
 
 from agentgrpo.agent.types import Trajectory
-from agentgrpo.envs.config import EnvConfig
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine, RolloutStats
 
@@ -122,10 +120,7 @@ def measure_ceiling(engine: RolloutEngine, trajectories: list[Trajectory], stats
 def main() -> None:
     args = parse_args()
     set_threads(args.threads)
-    env_config = EnvConfig()
-    bundle = world(env_config)
-    tasks = bundle.tasks(["covered_seen", "uncovered_seen"])[: args.tasks]
-    model, chat = load_benchmark_policy(bundle, args.policy, args.seed, args.policy_cache, args.quick)
+    env_config, bundle, tasks, model, chat = rollout_workload(args)
     config = RolloutConfig(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                            max_total_tokens=args.max_total_tokens, temperature=args.temperature)
     engine = RolloutEngine(model, chat, config)

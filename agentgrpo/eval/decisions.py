@@ -146,7 +146,6 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
     import torch
 
     from agentgrpo.agent.chat import ChatFormat, policy_view
-    from agentgrpo.algos import unpack_allowed
     from agentgrpo.envs.delex import delexicalise_messages
     from agentgrpo.envs.episode import run_episode
     from agentgrpo.envs.registry import domain_oracle, id_kinds, make_env, write_tools
@@ -184,8 +183,7 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
     prompts.sort(key=lambda item: len(item[0]))  # similar lengths batch with little padding
     for start in range(0, len(prompts), batch_size):
         chunk = prompts[start : start + batch_size]
-        requests = [_request(prompt, chat.eos_token_ids, rollout.max_new_tokens, grammar, unpack_allowed)
-                    for prompt, _ in chunk]
+        requests = [_request(prompt, chat.eos_token_ids, rollout.max_new_tokens, grammar) for prompt, _ in chunk]
         with autocast(device, config.policy.autocast):
             outputs = generate_batch(model, requests, chat.pad_token_id, use_autocast=config.policy.autocast)
         for (_, decision), output in zip(chunk, outputs):
@@ -198,25 +196,18 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
     return report
 
 
-def _request(prompt: list[int], eos_ids: list[int], max_new_tokens: int, grammar: Any, unpack: Any):
+def _request(prompt: list[int], eos_ids: list[int], max_new_tokens: int, grammar: Any):
     """A greedy request; with a grammar, its logits restricted and its matcher advanced token by token."""
     from agentgrpo.policy.generate import GenerationRequest
+    from agentgrpo.rollout.sampling import restrict_to_grammar
 
     if grammar is None:
         return GenerationRequest(prompt, max_new_tokens, list(eos_ids), temperature=0.0)
     matcher = grammar.matcher(prompt)
-    masks = grammar.empty_masks(1)
-
-    def restrict(logits):
-        import torch
-
-        grammar.fill(matcher, masks, 0)
-        allowed = unpack(torch.from_numpy(masks[0]).to(logits.device), logits.shape[-1])
-        return logits.float().masked_fill(~allowed, float("-inf"))
 
     def advance(tokens: list[int]) -> bool:
         grammar.advance(matcher, tokens[-1])
         return False
 
     return GenerationRequest(prompt, max_new_tokens, list(eos_ids), temperature=0.0, on_token=advance,
-                             logits_filter=restrict)
+                             logits_filter=lambda logits: restrict_to_grammar(logits[None], grammar, [matcher])[0])

@@ -38,14 +38,13 @@ import torch
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.turn import play_turn
 from agentgrpo.agent.types import Trajectory, Turn
-from agentgrpo.algos import restrict_logits, unpack_allowed
 from agentgrpo.envs.registry import EpisodeEnv
 from agentgrpo.envs.transcript import TranscriptBuilder
 from agentgrpo.envs.types import StepResult
 from agentgrpo.rollout.attention import ragged_attention
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.rollout.rows import Rows
-from agentgrpo.rollout.sampling import sample_tokens
+from agentgrpo.rollout.sampling import restrict_to_grammar, sample_tokens
 
 
 @dataclass
@@ -158,7 +157,7 @@ class RolloutEngine:
             step_rows, logits = rows.step()
             live = [slots[row] for row in step_rows.tolist()] if self.grammar is not None else []
             if live:
-                logits = self._restrict(logits, live)
+                logits = restrict_to_grammar(logits, self.grammar, [ep.matcher for ep in live])
             tokens, logprobs = sample_tokens(logits, cfg.temperature, cfg.top_p, generator)
             for ep, token in zip(live, tokens.tolist()):
                 self.grammar.advance(ep.matcher, token)
@@ -180,15 +179,6 @@ class RolloutEngine:
                 if order is not None:
                     stats.rows_moved += sum(new != old for new, old in enumerate(order))
                     slots = [slots[row] for row in order]
-
-    def _restrict(self, logits: torch.Tensor, live: list[_Live]) -> torch.Tensor:
-        """The logits of each sampling row with the tokens its turn's grammar forbids removed."""
-        grammar = self.grammar
-        masks = grammar.empty_masks(len(live))
-        for index, ep in enumerate(live):
-            grammar.fill(ep.matcher, masks, index)
-        allowed = unpack_allowed(torch.from_numpy(masks).to(logits.device), logits.shape[-1])
-        return restrict_logits(logits.float(), allowed)
 
     def _shared_prefix_length(self, prompts: list[list[int]]) -> int:
         """Tokens at the start of every prompt (keeping >= 1 of each), or 0 if below ``share_prefix_min``."""

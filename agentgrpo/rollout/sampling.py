@@ -1,7 +1,13 @@
-"""Token sampling for the rollout engine: temperature, nucleus, one seeded uniform per row."""
+"""Token sampling for the rollout engine: temperature, nucleus, one seeded uniform per row;
+and the restriction of each row's logits to what its turn grammar allows next."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import torch
+
+from agentgrpo.algos import restrict_logits, unpack_allowed
 
 
 def sample_tokens(
@@ -35,3 +41,13 @@ def sample_tokens(
     uniform = torch.rand(cdf.shape[0], 1, generator=generator, device=cdf.device) * cdf[:, -1:]
     tokens = torch.searchsorted(cdf, uniform, right=True)[:, 0].clamp(max=cdf.shape[1] - 1)
     return tokens, logprobs_all.gather(-1, tokens[:, None])[:, 0]
+
+
+def restrict_to_grammar(logits: torch.Tensor, grammar: Any, matchers: Sequence[Any]) -> torch.Tensor:
+    """(B, V) logits with the tokens each row's matcher forbids next removed
+    (``agentgrpo.agent.grammar.ToolCallGrammar``; row b is ``matchers[b]``'s), in float32."""
+    masks = grammar.empty_masks(len(matchers))
+    for row, matcher in enumerate(matchers):
+        grammar.fill(matcher, masks, row)
+    allowed = unpack_allowed(torch.from_numpy(masks).to(logits.device), logits.shape[-1])
+    return restrict_logits(logits.float(), allowed)
