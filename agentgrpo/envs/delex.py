@@ -20,6 +20,7 @@ are: they carry meaning the policy reasons with. Pure Python; no torch.
 """
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -138,6 +139,39 @@ def delexicalise_messages(messages: Iterable[dict[str, Any]], kinds: Sequence[Id
     the system prompt (the policy, not the world) is left as it is. The input is not changed."""
     names = Delexicaliser(kinds)
     return [dict(m) if m.get("role") == "system" else map_texts(m, names.delex) for m in messages]
+
+
+def renumber_slots(messages: Sequence[dict[str, Any]], kinds: Sequence[IdKind],
+                   rng: random.Random) -> list[dict[str, Any]]:
+    """A delexicalised transcript with each kind's slots renumbered by one random one-to-one
+    map into that kind's slots (``<R1>, <R2>`` → ``<R9>, <R4>``), the same in every message.
+
+    Slots are numbered in order of first appearance, so in every demonstration the first
+    reservation listed is ``<R1>``: a policy lowers its loss by writing ``<R1>`` more than by
+    reading which reservation the user named. Renumbered on every pass over a demonstration,
+    no slot is likelier than another and the only way to predict one is to copy it from the
+    context (one token: the copy a delexicalising tokenizer makes easy). The conversation means
+    the same: slots are names with no order. The system prompt is left as it is; the input is
+    not changed."""
+    by_tag = {kind.tag: kind for kind in kinds}
+    pattern = re.compile(rf"<([{''.join(by_tag)}])([1-9][0-9]*)>")
+    used: dict[str, list[int]] = {tag: [] for tag in by_tag}
+
+    def collect(text: str) -> str:
+        for tag, index in pattern.findall(text):
+            if int(index) not in used[tag] and int(index) <= by_tag[tag].slots:
+                used[tag].append(int(index))
+        return text
+
+    world = [m for m in messages if m.get("role") != "system"]
+    map_texts(world, collect)
+    mapping = {slot_token(tag, old): slot_token(tag, new) for tag, olds in used.items()
+               for old, new in zip(olds, rng.sample(range(1, by_tag[tag].slots + 1), len(olds)))}
+
+    def renumber(text: str) -> str:
+        return pattern.sub(lambda m: mapping.get(m.group(0), m.group(0)), text)
+
+    return [dict(m) if m.get("role") == "system" else map_texts(m, renumber) for m in messages]
 
 
 def map_texts(node: Any, fn: Callable[[str], str], key: str | None = None,

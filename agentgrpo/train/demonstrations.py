@@ -9,6 +9,7 @@ is given. A transcript is rendered through the policy's chat template as the pol
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from agentgrpo.agent.masking import SFTExample, build_sft_example, build_sft_exa
 from agentgrpo.chat_content import content_text
 from agentgrpo.config import ConfigError
 from agentgrpo.envs.config import EnvConfig
-from agentgrpo.envs.delex import delexicalise_messages
+from agentgrpo.envs.delex import IdKind, delexicalise_messages, renumber_slots
 from agentgrpo.envs.episode import run_episode
 from agentgrpo.envs.registry import VALIDATION_SPLIT, EnvBundle, build_heldout, domain_oracle, id_kinds, make_env
 from agentgrpo.openai_client import llm_user_client
@@ -86,10 +87,14 @@ def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat) -> tuple
     return probes, None
 
 
-def relabelled_examples(chat: ChatFormat, demos: list[Demonstration], seed: int, epoch: int,
-                        max_length: int) -> list[SFTExample]:
-    """One epoch's examples with fresh ids (``data.relabel_ids``): the draw depends on ``seed``
-    and ``epoch`` only, so a rerun trains on the same sequence of relabelled transcripts."""
+def augmented_examples(chat: ChatFormat, demos: list[Demonstration], seed: int, epoch: int, max_length: int,
+                       relabel: bool = True, slot_kinds: Sequence[IdKind] = ()) -> list[SFTExample]:
+    """One epoch's examples with fresh ids (``data.relabel_ids``, when ``relabel``) and slots
+    renumbered (``data.permute_slots``, the kinds in ``slot_kinds``): the draw depends on
+    ``seed`` and ``epoch`` only, so a rerun trains on the same sequence of transcripts."""
     rng = random.Random(seed * 1_000_003 + epoch)
-    return build_sft_examples(chat, [policy_view(chat, relabel_ids(d.messages, rng)) for d in demos],
-                              max_length=max_length)[0]
+    transcripts = []
+    for demo in demos:
+        messages = relabel_ids(demo.messages, rng) if relabel else demo.messages
+        transcripts.append(renumber_slots(messages, slot_kinds, rng) if slot_kinds else messages)
+    return build_sft_examples(chat, [policy_view(chat, m) for m in transcripts], max_length=max_length)[0]

@@ -52,9 +52,9 @@ from agentgrpo.train.copy_check import (
 )
 from agentgrpo.train.demonstrations import (
     Demonstration,
+    augmented_examples,
     collect_demonstrations,
     copy_probes,
-    relabelled_examples,
     transcript_text,
 )
 from agentgrpo.train.optim import make_optimizer, make_scheduler
@@ -117,6 +117,8 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     agent_config = {"prompt_style": resolve_prompt_style(config),
                     "delexicalise": resolve_delexicalise(config.env.delexicalise, config.policy.init)}
     config.env.delexicalise = agent_config["delexicalise"]
+    if config.data.permute_slots and not config.env.delexicalise:
+        raise ConfigError("data.permute_slots=true renumbers delexicalised slots: it needs env.delexicalise=true")
     bundle = build_env(config.env)
     worlds = build_training_worlds(config.env, training=bundle)
     demos = demonstrations if demonstrations is not None else collect_demonstrations(
@@ -130,9 +132,12 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
         chat, [policy_view(chat, d.messages) for d in demos], max_length=config.data.max_length
     )
     relabelled = None
-    if config.data.relabel_ids:
+    if config.data.relabel_ids or config.data.permute_slots:
+        slot_kinds = id_kinds(config.env) if config.data.permute_slots else ()
+
         def relabelled(epoch: int) -> list[SFTExample]:
-            return relabelled_examples(chat, demos, config.seed, epoch, config.data.max_length)
+            return augmented_examples(chat, demos, config.seed, epoch, config.data.max_length,
+                                      relabel=config.data.relabel_ids, slot_kinds=slot_kinds)
     probes, copy_skip = (([], "off (demonstrations given)") if demonstrations is not None
                          else copy_probes(config, bundle, chat))
     copy_task = _CopyTask(config, demos, chat, model_device(model)) if (

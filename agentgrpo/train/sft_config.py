@@ -36,6 +36,11 @@ class SFTDataConfig:
     """Give every copied id a fresh random value of the same shape on every pass over a
     demonstration (``agentgrpo.train.id_relabel``), so SFT cannot lower its loss by memorising
     its worlds' ids and must read them from the context."""
+    permute_slots: bool = False
+    """With ``env.delexicalise``: renumber each kind's slots at random on every pass over a
+    demonstration (``agentgrpo.envs.delex.renumber_slots``), so no slot is likelier than another
+    (in order of first appearance the first reservation is always ``<R1>``) and the policy must
+    copy the one its context names."""
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.splits if s not in SPLIT_NAMES]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 
 import pytest
@@ -9,7 +10,14 @@ import pytest
 from agentgrpo.config import ConfigError
 from agentgrpo.envs.airline.spec import AIRLINE_ID_KINDS
 from agentgrpo.envs.config import EnvConfig
-from agentgrpo.envs.delex import DelexEnv, Delexicaliser, IdKind, delexicalise_messages, slot_tokens
+from agentgrpo.envs.delex import (
+    DelexEnv,
+    Delexicaliser,
+    IdKind,
+    delexicalise_messages,
+    renumber_slots,
+    slot_tokens,
+)
 from agentgrpo.envs.registry import build_training_worlds, id_kinds, make_env
 from agentgrpo.envs.types import Action
 from agentgrpo.train.demonstrations import collect_demonstrations
@@ -130,6 +138,65 @@ def test_replaying_a_delexicalised_demonstration_solves_the_task(delex_demos):
         assert env.reward == 1.0, demo.task_id
         replayed += 1
     assert replayed >= 10
+
+
+SLOT = re.compile(r"<[A-Z][0-9]+>")
+
+
+def _canonical(messages: list[dict]) -> list[dict]:
+    """Slots renumbered by first appearance, per kind (what delexicalising the world gives)."""
+    seen: dict[str, str] = {}
+    counts: dict[str, int] = {}
+
+    def name(match: re.Match) -> str:
+        slot = match.group(0)
+        if slot not in seen:
+            counts[slot[1]] = counts.get(slot[1], 0) + 1
+            seen[slot] = f"<{slot[1]}{counts[slot[1]]}>"
+        return seen[slot]
+
+    return [m if m["role"] == "system" else json.loads(SLOT.sub(name, json.dumps(m))) for m in messages]
+
+
+def test_renumbered_slots_are_one_consistent_relabelling():
+    kinds = [IdKind("U", r"[a-z]+_\d{4}", 4), IdKind("R", r"[A-Z0-9]{6}", 16)]
+    messages = [
+        {"role": "system", "content": "Slots look like <R1>."},
+        {"role": "user", "content": "I am <U1>."},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_user_details", "arguments": json.dumps({"user_id": "<U1>"})}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": json.dumps({"reservations": ["<R1>", "<R2>", "<R3>"]})},
+        {"role": "user", "content": "Cancel <R2> please, not <R3>."},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_2", "type": "function", "function": {
+            "name": "cancel_reservation", "arguments": json.dumps({"reservation_id": "<R2>"})}}]},
+    ]
+    before = json.dumps(messages)
+    out = renumber_slots(messages, kinds, random.Random(3))
+    assert json.dumps(messages) == before  # the input is not changed
+    assert out[0] == messages[0]  # the system prompt is the policy, not the world
+    listed = json.loads(out[3]["content"])["reservations"]
+    assert len(set(listed)) == 3 and all(re.fullmatch(r"<R([1-9]|1[0-6])>", r) for r in listed)
+    called = json.loads(out[5]["tool_calls"][0]["function"]["arguments"])["reservation_id"]
+    assert called == listed[1] and f"Cancel {called} please, not {listed[2]}." == out[4]["content"]
+    assert out[3]["tool_call_id"] == "call_1" and out[5]["tool_calls"][0]["id"] == "call_2"
+    assert _canonical(out) == messages  # the same conversation, its slots named differently
+    firsts = {json.loads(renumber_slots(messages, kinds, random.Random(seed))[3]["content"])["reservations"][0]
+              for seed in range(40)}
+    assert len(firsts) >= 10  # no slot is the usual first one any more
+    users = {renumber_slots(messages, kinds, random.Random(seed))[1]["content"] for seed in range(40)}
+    assert users == {f"I am <U{i}>." for i in range(1, 5)}  # a kind's slots only, all of them
+
+
+def test_renumbered_demonstrations_mean_what_they_meant(delex_demos):
+    config, _, demos = delex_demos
+    kinds = id_kinds(config)
+    rng = random.Random(0)
+    changed = 0
+    for demo in demos:
+        out = renumber_slots(demo.messages, kinds, rng)
+        assert _canonical(out) == _canonical(demo.messages) == demo.messages
+        changed += out != demo.messages
+    assert changed >= len(demos) - 2
 
 
 def test_make_env_follows_the_config_and_the_override():

@@ -7,13 +7,14 @@ import pytest
 from helpers import SMALL_ENV_OVERRIDES, small_env_config
 
 from agentgrpo.agent.chat import ChatFormat, policy_view
+from agentgrpo.agent.masking import build_sft_examples
 from agentgrpo.config import ConfigError, load_config
 from agentgrpo.envs.airline.factory import build_env
-from agentgrpo.envs.registry import build_training_worlds
+from agentgrpo.envs.registry import build_training_worlds, id_kinds
 from agentgrpo.eval.evaluator import EvalConfig, evaluate
 from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
 from agentgrpo.tracking import read_metrics
-from agentgrpo.train.demonstrations import collect_demonstrations, relabelled_examples
+from agentgrpo.train.demonstrations import augmented_examples, collect_demonstrations
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.sft import train_sft
@@ -72,7 +73,7 @@ def test_relabelled_sft_sees_fresh_ids_each_epoch_and_checks_copying_every_step(
     demos = collect_demonstrations(bundle, small_env_config(), ["covered_seen"], per_task=1, seed=0)
     _, tokenizer = load_policy(tiny_policy_dir)
     chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
-    first, again, second = (relabelled_examples(chat, demos, 0, epoch, 6144) for epoch in (0, 0, 1))
+    first, again, second = (augmented_examples(chat, demos, 0, epoch, 6144) for epoch in (0, 0, 1))
     assert [e.input_ids for e in first] == [e.input_ids for e in again]  # reproducible per (seed, epoch)
     assert all(a.input_ids != b.input_ids for a, b in zip(first, second))  # every demonstration copies an id
     plain = [chat.render(policy_view(chat, d.messages), False) for d in demos]
@@ -87,6 +88,27 @@ def test_relabelled_sft_sees_fresh_ids_each_epoch_and_checks_copying_every_step(
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in records if "sft/copy_token_acc" in r] == [1, 2, 3, 4]
     assert records[-1]["sft/loss"] < records[0]["sft/loss"]
+
+
+def test_permuted_slots_give_each_epoch_other_slot_numbers_of_the_same_conversation(tmp_path, tiny_policy_dir):
+    env_config = small_env_config()
+    env_config.delexicalise = True
+    bundle = build_env(env_config)
+    demos = collect_demonstrations(bundle, env_config, ["covered_seen"], per_task=1, seed=0)
+    _, tokenizer = load_policy(tiny_policy_dir)
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
+    kinds = id_kinds(env_config)
+    first, again, second = (augmented_examples(chat, demos, 0, epoch, 6144, relabel=False, slot_kinds=kinds)
+                            for epoch in (0, 0, 1))
+    plain = augmented_examples(chat, demos, 0, 0, 6144, relabel=False)
+    assert [e.input_ids for e in first] == [e.input_ids for e in again]  # reproducible per (seed, epoch)
+    assert all(a.input_ids != b.input_ids for a, b in zip(first, second))  # every demonstration names a user
+    assert [e.input_ids for e in plain] == [e.input_ids for e in build_sft_examples(
+        chat, [policy_view(chat, d.messages) for d in demos], max_length=6144)[0]]  # no augmentation asked
+
+    with pytest.raises(ConfigError, match="data.permute_slots"):
+        train_sft(load_config(SFTConfig, [*SMALL_ENV_OVERRIDES, f"run_dir={tmp_path}", "data.permute_slots=true",
+                                          "progress=false"], defaults="sft.yaml"))
 
 
 def test_delexicalised_sft_records_its_view_and_evaluation_plays_it(tmp_path, monkeypatch):
