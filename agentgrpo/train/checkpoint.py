@@ -2,7 +2,7 @@
 
 A checkpoint is a directory ``<run>/checkpoints/step_000010/`` holding the model and
 tokenizer in HF format (``model/``), the optimizer state flattened into
-``optimizer.safetensors`` + ``optimizer.json``, RNG states, and
+``optimizer.safetensors`` + ``optimizer.json``, RNG states (Python's; torch's, CPU and CUDA), and
 ``trainer_state.json`` (step, resolved config, anything the trainer needs to resume).
 It is written to a temporary sibling, fsynced (files, then directories) and renamed into
 place, so a run killed at any moment leaves either the previous checkpoint or the new
@@ -66,7 +66,7 @@ def save_checkpoint(
             save_file(tensors, str(tmp / "optimizer.safetensors"))
             meta["scheduler"] = scheduler.state_dict() if scheduler is not None else None
             _write_json(tmp / "optimizer.json", meta)
-        save_file({"torch": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
+        save_file(_torch_rng_states(), str(tmp / "rng.safetensors"))
         _write_json(tmp / "rng.json", {"python": _jsonable(random.getstate())})
         _write_json(tmp / "trainer_state.json", {"step": step, **trainer_state})
         _fsync_tree(tmp)
@@ -149,9 +149,23 @@ def restore_training_state(checkpoint: Path, optimizer: torch.optim.Optimizer | 
         _unflatten_optimizer(optimizer, load_file(str(checkpoint / "optimizer.safetensors")), meta)
         if scheduler is not None and meta.get("scheduler") is not None:
             scheduler.load_state_dict(meta["scheduler"])
-    torch.set_rng_state(load_file(str(checkpoint / "rng.safetensors"))["torch"])
+    rng = load_file(str(checkpoint / "rng.safetensors"))
+    torch.set_rng_state(rng["torch"])
+    if torch.cuda.is_available():
+        for device in range(torch.cuda.device_count()):
+            if f"cuda.{device}" in rng:
+                torch.cuda.set_rng_state(rng[f"cuda.{device}"], device)
     python_state = json.loads((checkpoint / "rng.json").read_text())["python"]
     random.setstate(_tuplify(python_state))
+
+
+def _torch_rng_states() -> dict[str, torch.Tensor]:
+    """torch's CPU generator (``torch``) and, once CUDA is in use, each GPU's (``cuda.<index>``:
+    dropout on a GPU draws from it)."""
+    states = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states.update({f"cuda.{i}": state for i, state in enumerate(torch.cuda.get_rng_state_all())})
+    return states
 
 
 def _flatten_optimizer(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
