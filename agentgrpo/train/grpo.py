@@ -44,17 +44,11 @@ from agentgrpo.policy.hf import load_for_training, load_policy, read_agent_confi
 from agentgrpo.progress import progress_bar
 from agentgrpo.tracking import make_tracker
 from agentgrpo.train.batch import RolloutBatch, collate
-from agentgrpo.train.checkpoint import (
-    latest_checkpoint,
-    load_trainer_state,
-    remove_stale,
-    restore_training_state,
-    save_checkpoint,
-)
+from agentgrpo.train.checkpoint import load_trainer_state, restore_training_state, save_checkpoint
 from agentgrpo.train.groups import GroupSampler
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.optim import make_optimizer, make_scheduler
-from agentgrpo.train.resume import check_resume_config, keep_changed_defaults
+from agentgrpo.train.resume import resume_checkpoint
 from agentgrpo.train.rollout_metrics import rollout_metrics
 from agentgrpo.train.step_plan import UpdatePlan, disable_dropout, logprob_change, plan_updates
 from agentgrpo.train.task_sampler import TaskRefill, derive_seed
@@ -80,7 +74,7 @@ class GRPOTrainer:
         self.run_dir = Path(cfg.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         t = cfg.trainer
-        checkpoint = self._resume_checkpoint(force) if resume else None
+        checkpoint = resume_checkpoint(self.run_dir, cfg, force=force) if resume else None
         self.model, self.tokenizer = load_for_training(cfg.policy, checkpoint / "model" if checkpoint else None)
         disable_dropout(self.model)
         self.device = model_device(self.model)
@@ -112,16 +106,6 @@ class GRPOTrainer:
         self.tracker = make_tracker(self.run_dir, cfg.logging.trackers, run_name=f"{cfg.experiment}-seed{cfg.seed}",
                                     group=cfg.experiment, project=cfg.logging.project, config=to_dict(cfg),
                                     resume_from_step=self.start_step if resume else None)
-
-    def _resume_checkpoint(self, force: bool) -> Path | None:
-        """The latest checkpoint, once its config is checked against ours (``--force`` skips)."""
-        remove_stale(self.run_dir)
-        checkpoint = latest_checkpoint(self.run_dir)
-        if checkpoint is not None:
-            defaults = to_dict(type(self.config)())
-            keep_changed_defaults(checkpoint, self.config, defaults)
-            check_resume_config(checkpoint, self.run_dir, to_dict(self.config), force=force, defaults=defaults)
-        return checkpoint
 
     def _load_reference(self, dtype: torch.dtype) -> torch.nn.Module | None:
         """The frozen initial policy for the KL term (skipped when β_kl = 0)."""

@@ -1,6 +1,7 @@
-"""What a resumed GRPO run may change: the checkpoint's resolved config against the new one.
+"""What a resumed run may change: the checkpoint's resolved config against the new one.
 
-``agentgrpo train --resume`` continues a run only if it would compute the same thing:
+``agentgrpo train --resume`` and ``agentgrpo sft --resume`` (``resume_checkpoint``) continue a
+run only if it would compute the same thing:
 every key of the resolved config (``agentgrpo.config.to_dict``) must equal the value
 stored in the checkpoint's ``trainer_state.json``, except the keys of
 ``RESUME_MAY_CHANGE``. Anything else (seed, experiment, learning rate, ...) is refused
@@ -14,12 +15,13 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from agentgrpo.config import ConfigError, differing_keys, flatten_keys
-from agentgrpo.train.checkpoint import load_trainer_state
+from agentgrpo.config import ConfigError, differing_keys, flatten_keys, to_dict
+from agentgrpo.train.checkpoint import latest_checkpoint, load_trainer_state, remove_stale
 
 RESUME_MAY_CHANGE: tuple[str, ...] = (
     "run_dir",                   # where the run lives: it may have been moved
     "logging.*",                 # trackers, project name, progress bar
+    "progress",                  # SFT's progress bar
     "trainer.steps",             # extend or shorten the run (refused under lr_schedule=cosine,
                                  # whose decay horizon is the number of steps)
     "trainer.save_every",        # when checkpoints are written ...
@@ -48,6 +50,20 @@ of being refused; a missing key is compared as that value, not as the new defaul
 
 class ResumeConfigError(ConfigError):
     """``--resume`` with a config that differs from the checkpoint's in keys that matter."""
+
+
+def resume_checkpoint(run_dir: Path, config: Any, *, force: bool = False) -> Path | None:
+    """The checkpoint a resumed run continues from: the latest of ``run_dir`` (None if it has
+    none), once a killed save's leftovers are removed (``remove_stale``), the changed defaults
+    kept (``keep_changed_defaults``: ``config``, a config object, is changed in place) and the
+    config checked against the checkpoint's (``check_resume_config``; ``force`` only warns)."""
+    remove_stale(run_dir)
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is not None:
+        defaults = to_dict(type(config)())
+        keep_changed_defaults(checkpoint, config, defaults)
+        check_resume_config(checkpoint, run_dir, to_dict(config), force=force, defaults=defaults)
+    return checkpoint
 
 
 def check_resume_config(checkpoint: Path, run_dir: Path, config: dict[str, Any], *,
@@ -96,13 +112,16 @@ def config_differences(saved: dict[str, Any], new: dict[str, Any],
 def keep_changed_defaults(checkpoint: Path, config: Any, defaults: dict[str, Any]) -> dict[str, Any]:
     """Set each ``CHANGED_DEFAULTS`` key of ``config`` (a config object, changed in place) that holds
     the schema's new default back to the checkpoint's value (the previous default where it lacks
-    the key); returns what was kept, and warns about it."""
+    the key); returns what was kept, and warns about it. Keys ``config``'s schema lacks (another
+    trainer's) are left alone."""
     saved = load_trainer_state(checkpoint).get("config")
     if saved is None:
         return {}
     saved_flat, default_flat = flatten_keys(saved), flatten_keys(defaults)
     kept = {}
     for key, previous in CHANGED_DEFAULTS.items():
+        if key not in default_flat:
+            continue
         *path, name = key.split(".")
         section = config
         for part in path:
