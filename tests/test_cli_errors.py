@@ -75,6 +75,8 @@ ROWS = [
     (["train", "trainer.save_every=-5"], ["trainer.save_every", ">= 0"]),
     (["sft", "data.max_length=-5"], ["data.max_length", ">= 1"]),
     (["sft", "trainer.warmup_ratio=5"], ["trainer.warmup_ratio", "[0, 1]"]),
+    (["sft", "trainer.save_every=-1"], ["trainer.save_every", ">= 0"]),
+    (["sft", "trainer.keep_last=-1"], ["trainer.keep_last", ">= 0"]),
     (["eval", "max_batch=0"], ["max_batch", ">= 1"]),
     (["train", "run_dir=${nope}"], ["run_dir", "nope"]),
     (["train", "env.world.n_users=0"], ["env.world.n_users", ">= 1"]),

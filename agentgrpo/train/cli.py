@@ -14,6 +14,9 @@ from agentgrpo.config import available_experiments, load_config, to_yaml
 def register_sft(subparsers: argparse._SubParsersAction) -> None:
     sft = subparsers.add_parser("sft", help="SFT warm-up on the oracle's transcripts (Render-Twice-Diff masking)")
     sft.add_argument("--config", help="a YAML file merged over configs/sft.yaml")
+    sft.add_argument("--resume", action="store_true", help="continue from the run's latest checkpoint")
+    sft.add_argument("--force", action="store_true",
+                     help="with --resume: continue even if the config differs from the checkpoint's")
     sft.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     sft.add_argument("overrides", nargs="*", metavar="key=value")
     sft.set_defaults(func=run_sft)
@@ -44,7 +47,7 @@ def run_sft(args: argparse.Namespace) -> int:
         print(to_yaml(config))
         return 0
     preflight_sft(config)
-    final = train_sft(config)
+    final = train_sft(config, resume=args.resume, force=args.force)
     print(f"SFT checkpoint: {final}")
     return 0
 

@@ -6,15 +6,22 @@ many worlds teach the policy to read ids from its context instead of memorising 
 (``agentgrpo.train.demonstrations``) → the policy (a built preset, its tokenizer trained on
 those worlds' text, or a checkpoint) → an optional copy warm-up → the SFT loop (``_fit``),
 with a copy check (``agentgrpo.train.copy_check``) on held-out validation worlds logged each
-epoch → the final checkpoint and ``sft_stats.json``. The settings are
+epoch and a checkpoint every ``trainer.save_every`` optimizer steps → the final checkpoint and
+``sft_stats.json``. The settings are
 ``agentgrpo.train.sft_config``. The loss is the mean negative log-likelihood over all labelled
 tokens of an optimizer batch, however it is split into micro-batches. Every sequence starts
 with the same system prompt, so the forward pass computes it once per micro-batch
 (``agentgrpo.policy.forward``).
+
+A killed run resumes (``resume=True``, ``agentgrpo sft --resume``) from its latest checkpoint, in
+the format of ``agentgrpo.train.checkpoint`` and checked against the config as GRPO's are
+(``agentgrpo.train.resume``): the loop replays the epochs' example orders up to the checkpoint's
+step without computing those steps, so the rest of the run is the uninterrupted run's.
 """
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from collections.abc import Callable
@@ -43,6 +50,7 @@ from agentgrpo.policy.presets import PRESETS
 from agentgrpo.policy.tokenizer import domain_corpus
 from agentgrpo.progress import progress_bar
 from agentgrpo.tracking import make_tracker
+from agentgrpo.train.checkpoint import load_trainer_state, restore_training_state, save_checkpoint
 from agentgrpo.train.copy_check import (
     CopyProbe,
     copied_values,
@@ -58,6 +66,7 @@ from agentgrpo.train.demonstrations import (
     transcript_text,
 )
 from agentgrpo.train.optim import make_optimizer, make_scheduler
+from agentgrpo.train.resume import resume_checkpoint
 from agentgrpo.train.sft_config import SFTConfig, SFTTrainerConfig
 
 
@@ -71,9 +80,13 @@ def resolve_prompt_style(config: SFTConfig) -> str:
 
 
 def prepare_policy(config: SFTConfig, worlds: list[EnvBundle], demos: list[Demonstration],
-                   agent_config: dict[str, Any]) -> tuple[Any, Any]:
+                   agent_config: dict[str, Any], resumed: Path | None = None) -> tuple[Any, Any]:
     """Build a preset (tokenizer trained on the training worlds' text + teacher transcripts) or
-    load a checkpoint; then place it and add LoRA / gradient checkpointing as ``config.policy`` says."""
+    load a checkpoint; then place it and add LoRA / gradient checkpointing as ``config.policy`` says.
+    ``resumed``: the training checkpoint a resumed run continues from, whose model (or adapter)
+    and tokenizer are loaded instead."""
+    if resumed is not None:
+        return load_for_training(config.policy, resumed / "model")
     preset = PRESETS.get(config.policy.init)
     if preset is not None and preset.kind == "built":
         split = config.data.tokenizer_split
@@ -103,29 +116,35 @@ def collate_examples(examples: list[SFTExample], pad_token_id: int) -> tuple[tor
     return input_ids, attention_mask, label_mask
 
 
-def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = None) -> Path:
+def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = None, resume: bool = False,
+              force: bool = False) -> Path:
     """Run SFT; returns the directory of the final checkpoint (``run_dir/final``).
 
     ``demonstrations``: transcripts to learn from instead of the oracle's on ``data.splits``
     (``agentgrpo sanity``'s format warm-up, whose toy-domain keys are random on purpose).
+    ``resume`` continues from the run's latest checkpoint (a fresh run if it has none), refusing a
+    config that differs from the checkpoint's outside ``RESUME_MAY_CHANGE`` unless ``force``.
     """
     t_start = time.perf_counter()
     run_dir = Path(config.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(to_yaml(config))
+    given = to_yaml(config)  # config.yaml: the settings as given (env.delexicalise unresolved)
     torch.manual_seed(config.seed)
     agent_config = {"prompt_style": resolve_prompt_style(config),
                     "delexicalise": resolve_delexicalise(config.env.delexicalise, config.policy.init)}
     config.env.delexicalise = agent_config["delexicalise"]
     if config.data.permute_slots and not config.env.delexicalise:
         raise ConfigError("data.permute_slots=true renumbers delexicalised slots: it needs env.delexicalise=true")
+    resumed = resume_checkpoint(run_dir, config, force=force) if resume else None
+    if resumed is None:
+        (run_dir / "config.yaml").write_text(given)
     bundle = build_env(config.env)
     worlds = build_training_worlds(config.env, training=bundle)
     demos = demonstrations if demonstrations is not None else collect_demonstrations(
         worlds, config.env, config.data.splits, config.data.demos_per_task, config.seed)
     if not demos:
         raise RuntimeError("the oracle produced no successful demonstrations for the SFT splits")
-    model, tokenizer = prepare_policy(config, worlds, demos, agent_config)
+    model, tokenizer = prepare_policy(config, worlds, demos, agent_config, resumed)
     chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy,
                       prompt_style=agent_config["prompt_style"])
     examples, rejected = build_sft_examples(
@@ -142,10 +161,13 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
                          else copy_probes(config, bundle, chat))
     copy_task = _CopyTask(config, demos, chat, model_device(model)) if (
         config.trainer.copy_warmup_steps or config.trainer.copy_mix_weight) else None
-    warmup = _copy_warmup(config, model, copy_task, probes) if config.trainer.copy_warmup_steps else None
-    stats = _fit(config, model, examples, chat.pad_token_id, run_dir, probes, copy_task, relabelled)
-    if warmup is not None:
-        stats["copy_warmup"] = warmup
+    checkpoints = _Checkpoints(config, tokenizer, agent_config, copy_task, resumed)
+    if resumed is None and config.trainer.copy_warmup_steps:
+        checkpoints.copy_warmup = _copy_warmup(config, model, copy_task, probes)
+    stats = _fit(config, model, examples, chat.pad_token_id, checkpoints, probes, copy_task, relabelled,
+                 resume=resume)
+    if checkpoints.copy_warmup is not None:
+        stats["copy_warmup"] = checkpoints.copy_warmup
     stats["copy_check"] = stats.pop("copy_check", None) or {"skipped": copy_skip}
     final = save_policy(model, tokenizer, run_dir / "final", agent_config)
     trainable, total = trainable_share(model)
@@ -180,6 +202,13 @@ class _CopyTask:
         tokenizer = chat.tokenizer
         self.bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else chat.pad_token_id
 
+    def state_dict(self) -> dict[str, Any]:
+        """The generator's state (JSON), which a resumed run continues from."""
+        return {"generator": self.generator.get_state().tolist()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.generator.set_state(torch.tensor(state["generator"], dtype=torch.uint8))
+
     def loss(self, model: torch.nn.Module) -> torch.Tensor:
         batch = copy_warmup_batch(self.pool, self.cfg.copy_warmup_length, self.cfg.copy_warmup_batch_size,
                                   self.generator, self.bos, context=self.cfg.copy_warmup_context)
@@ -212,47 +241,76 @@ def _copy_warmup(config: SFTConfig, model: torch.nn.Module, task: _CopyTask,
     return result
 
 
+class _Checkpoints:
+    """The SFT loop's checkpoints (``agentgrpo.train.checkpoint``): written every
+    ``trainer.save_every`` optimizer steps, and ``resumed``, the one a resumed run continues from
+    (None: a fresh run). Beside the weights, tokenizer, optimizer, schedule and RNG states, their
+    ``trainer_state.json`` holds what the loop cannot recompute: the resolved config, the copy
+    check's curve so far, the copy warm-up's result, the copy task's generator and the last loss."""
+
+    def __init__(self, config: SFTConfig, tokenizer: Any, agent_config: dict[str, Any],
+                 copy_task: _CopyTask | None, resumed: Path | None):
+        self.config, self.tokenizer, self.agent_config, self.copy_task = config, tokenizer, agent_config, copy_task
+        self.resumed = resumed
+        self.state = load_trainer_state(resumed) if resumed is not None else {}
+        self.copy_warmup: dict[str, Any] | None = self.state.get("copy_warmup")
+        """The copy warm-up's result (``sft_stats.json``'s ``copy_warmup``); a resumed run skips it."""
+        if copy_task is not None and self.state.get("copy_task") is not None:
+            copy_task.load_state_dict(self.state["copy_task"])
+
+    def restore(self, optimizer: torch.optim.Optimizer, scheduler: Any) -> tuple[list[dict[str, float]], float]:
+        """Load the resumed checkpoint's optimizer, schedule and RNG states; returns the copy curve
+        and loss saved with it ([] and NaN for a fresh run)."""
+        if self.resumed is None:
+            return [], math.nan
+        restore_training_state(self.resumed, optimizer, scheduler)
+        return self.state["copy_curve"], self.state["loss"]
+
+    def save(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+             copy_curve: list[dict[str, float]], loss: float) -> Path:
+        state = {"config": to_dict(self.config), "copy_curve": copy_curve, "loss": loss,
+                 "copy_warmup": self.copy_warmup,
+                 "copy_task": self.copy_task.state_dict() if self.copy_task is not None else None}
+        return save_checkpoint(self.config.run_dir, step, model, self.tokenizer, optimizer, scheduler, state,
+                               keep_last=self.config.trainer.keep_last, agent_config=self.agent_config)
+
+
 def _fit(config: SFTConfig, model: torch.nn.Module, examples: list[SFTExample], pad_token_id: int,
-         run_dir: Path, probes: list[CopyProbe] = (), copy_task: _CopyTask | None = None,
-         relabelled: Callable[[int], list[SFTExample]] | None = None) -> dict[str, Any]:
-    """The SFT loop; ``relabelled(epoch)``, when given, is each epoch's examples (fresh ids)."""
+         checkpoints: _Checkpoints, probes: list[CopyProbe] = (), copy_task: _CopyTask | None = None,
+         relabelled: Callable[[int], list[SFTExample]] | None = None, resume: bool = False) -> dict[str, Any]:
+    """The SFT loop; ``relabelled(epoch)``, when given, is each epoch's examples (fresh ids).
+
+    From a resumed checkpoint (``checkpoints.resumed``) the epochs' examples and orders are drawn
+    again but its steps are not computed, so every later step sees the uninterrupted run's batch;
+    ``resume``: the metrics log is cut after that step instead of started afresh.
+    """
     cfg = config.trainer
     steps_per_epoch = -(-len(examples) // cfg.batch_size)
     total = cfg.epochs * steps_per_epoch
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     scheduler = make_scheduler(optimizer, total, int(cfg.warmup_ratio * total), "cosine", cfg.min_lr_ratio)
-    tracker = make_tracker(run_dir, config.logging.trackers, run_name=f"sft-seed{config.seed}", group="sft",
-                           project=config.logging.project, config=to_dict(config))
-    order_rng = random.Random(config.seed)
+    done = checkpoints.state.get("step", 0)
+    tracker = make_tracker(config.run_dir, config.logging.trackers, run_name=f"sft-seed{config.seed}", group="sft",
+                           project=config.logging.project, config=to_dict(config),
+                           resume_from_step=done if resume else None)
     forward = PolicyForward(model, compile=cfg.compile, autocast=config.policy.autocast)
     model.train()
-    step, loss_value = 0, float("nan")
-    copy_curve: list[dict[str, float]] = []
-    with progress_bar(total, "sft", enabled=config.progress) as bar:
+    copy_curve, loss_value = checkpoints.restore(optimizer, scheduler)  # RNG states last: nothing draws before the loop
+    order_rng = random.Random(config.seed)
+    step = 0
+    with progress_bar(total, "sft", enabled=config.progress, initial=done) as bar:
         for epoch in range(cfg.epochs):
             if relabelled is not None:
                 examples = relabelled(epoch)
             order = list(range(len(examples)))
             order_rng.shuffle(order)
             for start in range(0, len(order), cfg.batch_size):
-                batch = [examples[i] for i in order[start : start + cfg.batch_size]]
-                t0 = time.perf_counter()
-                loss_value, tokens = _optimizer_step(forward, batch, cfg, pad_token_id)
-                copy_loss = None
-                if copy_task is not None and cfg.copy_mix_weight > 0:
-                    copy_loss = copy_task.loss(model)
-                    (cfg.copy_mix_weight * copy_loss).backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
                 step += 1
-                seconds = time.perf_counter() - t0
-                record = {"sft/loss": loss_value, "sft/grad_norm": float(grad_norm),
-                          "sft/lr": scheduler.get_last_lr()[0], "sft/epoch": epoch,
-                          "perf/step_s": seconds, "perf/tokens_per_s": tokens / max(seconds, 1e-9)}
-                if copy_loss is not None:
-                    record["sft/copy_mix_loss"] = copy_loss.item()
+                if step <= done:  # trained before the checkpoint: drawn above, not computed
+                    continue
+                batch = [examples[i] for i in order[start : start + cfg.batch_size]]
+                record = _sft_step(model, forward, batch, cfg, pad_token_id, optimizer, scheduler, copy_task)
+                loss_value, record["sft/epoch"] = record["sft/loss"], epoch
                 every = config.data.copy_check_every
                 if probes and (start + cfg.batch_size >= len(order) or (every and step % every == 0)):
                     score = copy_accuracy(model, probes).as_metrics()
@@ -260,12 +318,36 @@ def _fit(config: SFTConfig, model: torch.nn.Module, examples: list[SFTExample], 
                     record.update(score)
                 tracker.log(record, step)
                 bar.update(1, loss=f"{loss_value:.3f}", epoch=epoch)
+                if cfg.save_every and step % cfg.save_every == 0 and step < total:
+                    checkpoints.save(step, model, optimizer, scheduler, copy_curve, loss_value)
     tracker.close()
     model.eval()
     stats: dict[str, Any] = {"optimizer_steps": step, "final_loss": loss_value, "examples": len(examples)}
     if copy_curve:
         stats["copy_check"] = {**copy_curve[-1], "curve": copy_curve}
     return stats
+
+
+def _sft_step(model: torch.nn.Module, forward: PolicyForward, batch: list[SFTExample], cfg: SFTTrainerConfig,
+              pad_token_id: int, optimizer: torch.optim.Optimizer, scheduler: Any,
+              copy_task: _CopyTask | None) -> dict[str, float]:
+    """One optimizer step on ``batch`` (and, with ``copy_mix_weight``, a copy batch); returns its metrics."""
+    t0 = time.perf_counter()
+    loss_value, tokens = _optimizer_step(forward, batch, cfg, pad_token_id)
+    copy_loss = None
+    if copy_task is not None and cfg.copy_mix_weight > 0:
+        copy_loss = copy_task.loss(model)
+        (cfg.copy_mix_weight * copy_loss).backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    seconds = time.perf_counter() - t0
+    record = {"sft/loss": loss_value, "sft/grad_norm": float(grad_norm), "sft/lr": scheduler.get_last_lr()[0],
+              "perf/step_s": seconds, "perf/tokens_per_s": tokens / max(seconds, 1e-9)}
+    if copy_loss is not None:
+        record["sft/copy_mix_loss"] = copy_loss.item()
+    return record
 
 
 def _optimizer_step(forward: PolicyForward, batch: list[SFTExample], cfg: SFTTrainerConfig,

@@ -88,6 +88,11 @@ class SFTTrainerConfig:
     copy_mix_weight: float = 0.0
     """> 0: every SFT step also takes this weight times the copy warm-up's loss on a fresh random
     batch, so SFT keeps the copy circuit the warm-up built."""
+    save_every: int = 50
+    """Checkpoint every N optimizer steps (``checkpoints/step_XXXXXX/``, from which ``agentgrpo sft
+    --resume`` continues a killed run); 0 = none. The last step's weights are ``final/``."""
+    keep_last: int = 2
+    """Checkpoints kept on disk (older ones are deleted; 0 keeps every one)."""
 
     def __post_init__(self) -> None:
         require(self.epochs >= 1, "trainer.epochs", self.epochs, "must be >= 1")
@@ -107,6 +112,9 @@ class SFTTrainerConfig:
             require(getattr(self, key) >= 1, f"trainer.{key}", getattr(self, key), "must be >= 1")
         require(self.copy_warmup_steps >= 0, "trainer.copy_warmup_steps", self.copy_warmup_steps, "must be >= 0")
         require(self.copy_mix_weight >= 0, "trainer.copy_mix_weight", self.copy_mix_weight, "must be >= 0")
+        for key in ("save_every", "keep_last"):
+            require(getattr(self, key) >= 0, f"trainer.{key}", getattr(self, key),
+                    "must be >= 0" + (" (0 keeps every checkpoint)" if key == "keep_last" else ""))
 
 
 @dataclass
