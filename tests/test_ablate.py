@@ -93,6 +93,7 @@ def test_plan_resumes_partial_runs_and_evaluations(tmp_path):
     plan = make_plan(tmp_path, seeds=[0, 1], experiments=["vanilla", "lata"],
                      overrides=["grpo.trainer.steps=3", "eval.trials=1", "sft.trainer.epochs=1"])
     (plan.run_dir("base", 1, "lata") / "checkpoints" / "step_000002").mkdir(parents=True)  # the trainer's layout
+    (tmp_path / "sft" / "seed1" / "checkpoints" / "step_000050").mkdir(parents=True)  # a killed SFT
     (plan.run_dir("base", 0, "lata") / "step_000002").mkdir(parents=True)  # not a checkpoint: no resume
     (plan.run_dir("base", 0, "vanilla") / "eval").mkdir(parents=True)
     (plan.run_dir("base", 0, "vanilla") / "eval" / "transcripts.jsonl").write_text("")
@@ -102,6 +103,7 @@ def test_plan_resumes_partial_runs_and_evaluations(tmp_path):
                            for suffix in ("", "/eval"))}
     assert "--resume" in jobs["base/seed1/lata"].command and "--resume" not in jobs["base/seed0/lata"].command
     assert "--resume" in jobs["base/seed0/vanilla/eval"].command
+    assert "--resume" in jobs["sft/seed1"].command and "--resume" not in jobs["sft/seed0"].command
     assert jobs["base/seed1/lata"].needs == ["sft/seed1"]
     assert f"policy.init={tmp_path / 'sft' / 'seed1' / 'final'}" in jobs["base/seed1/lata"].command
     # every GRPO run of the grid shares its first rollouts with the other variants of its seed

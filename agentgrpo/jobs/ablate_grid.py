@@ -9,9 +9,9 @@ evaluation logs are atomic or append-only):
 - ``sft/seed<S>/eval``: its evaluation (the "SFT" row and the pairing baseline),
 - ``<setting>/seed<S>/<experiment>``: a GRPO run, then ``.../eval`` its evaluation.
 
-A job whose output exists is skipped; a GRPO run with checkpoints but no ``final/`` is
-resumed (``train --resume``); an evaluation with a partial log is resumed (``eval
---resume``). Jobs whose inputs exist run ``jobs`` at a time, torch threads split
+A job whose output exists is skipped; an SFT or GRPO run with checkpoints but no ``final/``
+is resumed (``sft --resume``, ``train --resume``); an evaluation with a partial log is resumed
+(``eval --resume``). Jobs whose inputs exist run ``jobs`` at a time, torch threads split
 between them.
 """
 from __future__ import annotations
@@ -54,9 +54,12 @@ def cli(*args: str) -> list[str]:
 
 
 def sft_job(out: Path, seed: int, overrides: list[str]) -> Job:
+    from agentgrpo.train.checkpoint import list_checkpoints
+
     run_dir = out / "sft" / f"seed{seed}"
-    return Job(f"sft/seed{seed}", cli("sft", *overrides, f"seed={seed}", f"run_dir={run_dir}", "progress=false"),
-               run_dir / "final" / FINAL_MARKER)
+    resume = ["--resume"] if list_checkpoints(run_dir) else []  # killed after its first save
+    return Job(f"sft/seed{seed}", cli("sft", *resume, *overrides, f"seed={seed}", f"run_dir={run_dir}",
+                                      "progress=false"), run_dir / "final" / FINAL_MARKER)
 
 
 def grpo_job(run_dir: Path, name: str, experiment: str, seed: int, init: Path, overrides: list[str],
