@@ -33,10 +33,17 @@ class SFTExample:
 
     input_ids: list[int]
     labels: list[int]
+    weights: list[float] | None = None
+    """Each token's weight in the loss (read where it is labelled); None: every labelled token 1."""
 
     @property
     def num_label_tokens(self) -> int:
         return sum(1 for label in self.labels if label != IGNORE_INDEX)
+
+    def label_weights(self) -> list[float]:
+        """Each token's weight in the loss: 0 where unlabelled, else its weight (default 1)."""
+        weights = self.weights or [1.0] * len(self.labels)
+        return [w if label != IGNORE_INDEX else 0.0 for w, label in zip(weights, self.labels)]
 
     def label_spans(self) -> list[tuple[int, int]]:
         """Maximal runs ``[start, end)`` of labelled tokens (one per assistant turn)."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentgrpo.agent.chat import ChatFormat, policy_view
 from agentgrpo.agent.format import openai_assistant_text
-from agentgrpo.agent.masking import SFTExample, build_sft_example, build_sft_examples
+from agentgrpo.agent.masking import SFTExample, build_sft_example
 from agentgrpo.chat_content import content_text
 from agentgrpo.config import ConfigError
 from agentgrpo.envs.config import EnvConfig
@@ -87,8 +87,32 @@ def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat) -> tuple
     return probes, None
 
 
+def training_examples(chat: ChatFormat, transcripts: Sequence[list[dict[str, Any]]], max_length: int,
+                      copy_weight: float = 1.0) -> tuple[list[SFTExample], int]:
+    """SFT examples of recorded transcripts as the policy sees them: ``(examples, rejected)``.
+
+    ``copy_weight`` (``trainer.copy_weight``) is the loss weight of the tokens of every value an
+    assistant call copies from its context (``copied_values``: ids, slots, dates), 1 for the rest:
+    they are a small share of the labelled tokens, and the ones a policy in a new world must
+    get from its context rather than from what it learnt."""
+    examples, rejected = [], 0
+    for messages in transcripts:
+        example = build_sft_example(chat, policy_view(chat, messages), max_length=max_length)
+        if example is None:
+            rejected += 1
+            continue
+        if copy_weight != 1.0:
+            weights = [1.0] * len(example.labels)
+            for start, end in find_copy_spans(example, [chat.encode(v) for v in copied_values(messages)]):
+                weights[start:end] = [copy_weight] * (end - start)
+            example = replace(example, weights=weights)
+        examples.append(example)
+    return examples, rejected
+
+
 def augmented_examples(chat: ChatFormat, demos: list[Demonstration], seed: int, epoch: int, max_length: int,
-                       relabel: bool = True, slot_kinds: Sequence[IdKind] = ()) -> list[SFTExample]:
+                       relabel: bool = True, slot_kinds: Sequence[IdKind] = (),
+                       copy_weight: float = 1.0) -> list[SFTExample]:
     """One epoch's examples with fresh ids (``data.relabel_ids``, when ``relabel``) and slots
     renumbered (``data.permute_slots``, the kinds in ``slot_kinds``): the draw depends on
     ``seed`` and ``epoch`` only, so a rerun trains on the same sequence of transcripts."""
@@ -97,4 +121,4 @@ def augmented_examples(chat: ChatFormat, demos: list[Demonstration], seed: int, 
     for demo in demos:
         messages = relabel_ids(demo.messages, rng) if relabel else demo.messages
         transcripts.append(renumber_slots(messages, slot_kinds, rng) if slot_kinds else messages)
-    return build_sft_examples(chat, [policy_view(chat, m) for m in transcripts], max_length=max_length)[0]
+    return training_examples(chat, transcripts, max_length, copy_weight)[0]

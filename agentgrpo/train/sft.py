@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from agentgrpo.agent.chat import ChatFormat, policy_view
-from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, build_sft_examples
+from agentgrpo.agent.chat import ChatFormat
+from agentgrpo.agent.masking import SFTExample
 from agentgrpo.config import ConfigError, to_dict, to_yaml
 from agentgrpo.envs.delex import slot_tokens
 from agentgrpo.envs.registry import EnvBundle, build_env, build_training_worlds, id_kinds
@@ -63,6 +63,7 @@ from agentgrpo.train.demonstrations import (
     augmented_examples,
     collect_demonstrations,
     copy_probes,
+    training_examples,
     transcript_text,
 )
 from agentgrpo.train.optim import make_optimizer, make_scheduler
@@ -103,7 +104,8 @@ def prepare_policy(config: SFTConfig, worlds: list[EnvBundle], demos: list[Demon
 
 
 def collate_examples(examples: list[SFTExample], pad_token_id: int) -> tuple[torch.Tensor, ...]:
-    """(input_ids, attention_mask, label_mask), each (B, T), right-padded."""
+    """(input_ids, attention_mask, label_mask), each (B, T), right-padded; ``label_mask`` holds
+    each token's loss weight (``SFTExample.label_weights``: 0 where unlabelled)."""
     width = max(len(e.input_ids) for e in examples)
     input_ids = torch.full((len(examples), width), pad_token_id, dtype=torch.long)
     attention_mask = torch.zeros(len(examples), width, dtype=torch.long)
@@ -112,7 +114,7 @@ def collate_examples(examples: list[SFTExample], pad_token_id: int) -> tuple[tor
         n = len(example.input_ids)
         input_ids[row, :n] = torch.tensor(example.input_ids)
         attention_mask[row, :n] = 1
-        label_mask[row, :n] = torch.tensor([float(label != IGNORE_INDEX) for label in example.labels])
+        label_mask[row, :n] = torch.tensor(example.label_weights())
     return input_ids, attention_mask, label_mask
 
 
@@ -147,16 +149,15 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     model, tokenizer = prepare_policy(config, worlds, demos, agent_config, resumed)
     chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy,
                       prompt_style=agent_config["prompt_style"])
-    examples, rejected = build_sft_examples(
-        chat, [policy_view(chat, d.messages) for d in demos], max_length=config.data.max_length
-    )
+    copy_weight = config.trainer.copy_weight
+    examples, rejected = training_examples(chat, [d.messages for d in demos], config.data.max_length, copy_weight)
     relabelled = None
     if config.data.relabel_ids or config.data.permute_slots:
         slot_kinds = id_kinds(config.env) if config.data.permute_slots else ()
 
         def relabelled(epoch: int) -> list[SFTExample]:
             return augmented_examples(chat, demos, config.seed, epoch, config.data.max_length,
-                                      relabel=config.data.relabel_ids, slot_kinds=slot_kinds)
+                                      relabel=config.data.relabel_ids, slot_kinds=slot_kinds, copy_weight=copy_weight)
     probes, copy_skip = (([], "off (demonstrations given)") if demonstrations is not None
                          else copy_probes(config, bundle, chat))
     copy_task = _CopyTask(config, demos, chat, model_device(model)) if (
@@ -352,15 +353,16 @@ def _sft_step(model: torch.nn.Module, forward: PolicyForward, batch: list[SFTExa
 
 def _optimizer_step(forward: PolicyForward, batch: list[SFTExample], cfg: SFTTrainerConfig,
                     pad_token_id: int) -> tuple[float, int]:
-    """Accumulate the token-mean NLL of ``batch`` over micro-batches; returns (loss, tokens)."""
-    label_total = sum(e.num_label_tokens for e in batch)
+    """Accumulate the token-mean NLL of ``batch`` over micro-batches (weighted by each token's loss
+    weight); returns (loss, tokens)."""
+    label_total = sum(sum(e.label_weights()) for e in batch)
     batch = sorted(batch, key=lambda e: len(e.input_ids))  # micro-batches of similar lengths pad little
     loss_sum, tokens = 0.0, 0
     for start in range(0, len(batch), cfg.micro_batch_size):
         input_ids, attention_mask, label_mask = collate_examples(batch[start : start + cfg.micro_batch_size],
                                                                  pad_token_id)
         scores = forward.token_logprobs(input_ids, attention_mask, label_mask)
-        loss = -scores.logprobs.sum() / max(label_total, 1)
+        loss = -(scores.logprobs * label_mask.to(scores.logprobs.device)).sum() / max(label_total, 1)
         loss.backward()
         loss_sum += loss.item()
         tokens += int(attention_mask.sum())

@@ -72,6 +72,11 @@ class SFTTrainerConfig:
     """Gradients are clipped to this global norm (> 0)."""
     compile: bool = False
     """torch.compile the decoder (a one-off compile of ~1 minute; pays off for long runs and larger models)."""
+    copy_weight: float = 1.0
+    """Loss weight of the tokens of every value an assistant call copies from its context (ids,
+    slots, dates: ``agentgrpo.train.copy_check.copied_values``); every other labelled token
+    weighs 1. The loss is the weighted mean, so this shifts the gradient toward reading values
+    from the context without changing its scale."""
     copy_warmup_steps: int = 0
     """Optimizer steps of a copy warm-up before SFT (``agentgrpo.train.copy_check.copy_warmup_batch``:
     a random segment of id tokens hidden among random id tokens, then the segment again; loss on
@@ -105,6 +110,7 @@ class SFTTrainerConfig:
             require(0 <= getattr(self, key) <= 1, f"trainer.{key}", getattr(self, key), "must be in [0, 1]")
         require(self.weight_decay >= 0, "trainer.weight_decay", self.weight_decay, "must be >= 0")
         require(self.max_grad_norm > 0, "trainer.max_grad_norm", self.max_grad_norm, "must be > 0")
+        require(self.copy_weight > 0, "trainer.copy_weight", self.copy_weight, "must be > 0")
         require(self.copy_warmup_context == 0 or self.copy_warmup_context >= self.copy_warmup_length,
                 "trainer.copy_warmup_context", self.copy_warmup_context,
                 "must be 0 or hold the segment (>= trainer.copy_warmup_length)")

@@ -111,6 +111,45 @@ def test_permuted_slots_give_each_epoch_other_slot_numbers_of_the_same_conversat
                                           "progress=false"], defaults="sft.yaml"))
 
 
+def test_copy_weight_weighs_the_copied_values_and_the_loss_is_their_weighted_mean(tiny_policy_dir):
+    import torch
+
+    from agentgrpo.policy.forward import PolicyForward
+    from agentgrpo.train.copy_check import copied_values
+    from agentgrpo.train.demonstrations import training_examples
+    from agentgrpo.train.sft import _optimizer_step
+
+    bundle = build_env(small_env_config())
+    demos = collect_demonstrations(bundle, small_env_config(), ["covered_seen"], per_task=1, seed=0)
+    model, tokenizer = load_policy(tiny_policy_dir)
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
+    plain, _ = training_examples(chat, [d.messages for d in demos], 6144)
+    weighted, _ = training_examples(chat, [d.messages for d in demos], 6144, copy_weight=5.0)
+    assert all(e.weights is None for e in plain)
+    for demo, a, b in zip(demos, plain, weighted):
+        assert (a.input_ids, a.labels) == (b.input_ids, b.labels)
+        heavy = [t for t, w in enumerate(b.label_weights()) if w == 5.0]
+        values = [chat.encode(v) for v in copied_values(demo.messages)]
+        assert heavy and len(heavy) <= sum(len(v) for v in values)  # only copied values' tokens
+        assert all(b.labels[t] != -100 for t in heavy)  # labelled tokens only
+        assert set(b.label_weights()) <= {0.0, 1.0, 5.0}
+
+    # the loss is Σ w·(−log p) / Σ w over the batch's labelled tokens, however micro-batched
+    from agentgrpo.train.sft_config import SFTTrainerConfig
+    batch = weighted[:2]
+    with torch.no_grad():
+        nll, weight = 0.0, 0.0
+        for example in batch:
+            ids = torch.tensor([example.input_ids])
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
+            token_logp = logp.gather(1, ids[0, 1:, None])[:, 0]
+            w = torch.tensor(example.label_weights()[1:])
+            nll += float(-(w * token_logp).sum())
+            weight += float(w.sum())
+    loss, _ = _optimizer_step(PolicyForward(model), batch, SFTTrainerConfig(micro_batch_size=1, batch_size=2), 0)
+    assert loss == pytest.approx(nll / weight, rel=1e-4)
+
+
 def test_delexicalised_sft_records_its_view_and_evaluation_plays_it(tmp_path, monkeypatch):
     """``env.delexicalise``: the demonstrations hold slots, each slot is one token of the built
     tokenizer, the checkpoint records the view, and an evaluation of it (which does not say
