@@ -15,10 +15,12 @@ scratch has no weights worth scoring; pass its SFT checkpoint. A pretrained pres
 pretrained copy circuit sets before any training.
 
     python benchmarks/copy_check.py runs/i20/sft_w12_ctx/final smollm2-135m --tasks 16
+    python benchmarks/copy_check.py runs/quickstart/sft/final --renumber-slots  # copying, not the usual slot
 """
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import time
 from pathlib import Path
@@ -43,6 +45,9 @@ def main() -> None:
     parser.add_argument("policies", nargs="+", help="checkpoint directories or pretrained preset names")
     parser.add_argument("--tasks", type=int, default=16, help="validation tasks from held-out worlds")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--renumber-slots", action="store_true",
+                        help="delexicalised policies: renumber each demonstration's slots at random, so the "
+                             "usual slot (<U1>, <R1>) scores only by chance and only copying does")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     config = load_config(SFTConfig, [f"data.copy_check_tasks={args.tasks}", "run_dir=runs/bench/copy_check"],
@@ -63,7 +68,8 @@ def main() -> None:
         style = "compact" if preset is not None else read_agent_config(source)["prompt_style"]
         chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style=style)
         config.env.delexicalise = resolve_delexicalise(requested, source)  # the probes in the policy's view
-        probes, skipped = copy_probes(config, bundle, chat)
+        renumber = random.Random(0) if args.renumber_slots and config.env.delexicalise else None
+        probes, skipped = copy_probes(config, bundle, chat, renumber)
         if skipped:
             raise SystemExit(f"copy check unavailable: {skipped}")
         start = time.perf_counter()

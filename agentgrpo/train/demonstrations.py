@@ -67,10 +67,16 @@ def transcript_text(messages: list[dict[str, Any]]) -> str:
     )
 
 
-def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat) -> tuple[list[CopyProbe], str | None]:
+def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat,
+                renumber: random.Random | None = None) -> tuple[list[CopyProbe], str | None]:
     """The copy check's probes: one oracle demonstration of each of ``data.copy_check_tasks``
     validation tasks from held-out worlds (never a training or test world). Returns
-    ``(probes, None)``, or ``([], reason)`` when the check is off or the domain cannot draw them."""
+    ``(probes, None)``, or ``([], reason)`` when the check is off or the domain cannot draw them.
+
+    ``renumber`` (delexicalised views only): renumber each demonstration's slots with this
+    generator (``renumber_slots``). In order of first appearance the user is always ``<U1>`` and
+    the first reservation ``<R1>``, so a policy scores there by writing the usual slot; with the
+    slots renumbered only a policy that copies from its context does."""
     if config.data.copy_check_tasks == 0:
         return [], "off (data.copy_check_tasks=0)"
     try:
@@ -78,6 +84,11 @@ def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat) -> tuple
     except ConfigError as e:
         return [], f"unavailable: {e}"
     demos = collect_demonstrations(worlds, config.env, [VALIDATION_SPLIT], per_task=1, seed=config.seed + 1)
+    if renumber is not None:
+        if not config.env.delexicalise:
+            raise ConfigError("renumbered copy probes need a delexicalised view (env.delexicalise=true)")
+        kinds = id_kinds(config.env)
+        demos = [replace(d, messages=renumber_slots(d.messages, kinds, renumber)) for d in demos]
     probes = []
     for demo in demos:  # one example per demonstration: a rejected one must not shift the pairing
         example = build_sft_example(chat, policy_view(chat, demo.messages), max_length=config.data.max_length)
