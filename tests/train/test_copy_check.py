@@ -109,3 +109,37 @@ def test_copy_warmup_loss_is_the_nll_of_the_repeat_after_its_first_token_by_hand
     logsumexp = math.log(15 + math.e)  # one-hot logits: one 1 and fifteen 0s
     expected = ((logsumexp - 1) + (logsumexp - 0)) / 2
     assert copy_warmup_loss(model, sequences, length=3).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_renumbered_probes_hold_the_same_copies_under_other_slot_numbers(tiny_policy_dir):
+    """``copy_probes(renumber=...)``: the same demonstrations and copied values with every
+    slot renumbered, so the usual slot (``<U1>``) is no longer the answer; refused without a
+    delexicalised view."""
+    import random
+
+    from helpers import SMALL_ENV_OVERRIDES
+
+    from agentgrpo.agent.chat import ChatFormat
+    from agentgrpo.config import ConfigError, load_config
+    from agentgrpo.envs.registry import build_env
+    from agentgrpo.policy.hf import load_policy
+    from agentgrpo.train.demonstrations import copy_probes
+    from agentgrpo.train.sft_config import SFTConfig
+
+    config = load_config(SFTConfig, [*SMALL_ENV_OVERRIDES, "data.copy_check_tasks=3", "env.delexicalise=true",
+                                     "run_dir=unused"], defaults="sft.yaml")
+    bundle = build_env(config.env)
+    _, tokenizer = load_policy(tiny_policy_dir)
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
+    plain, skipped = copy_probes(config, bundle, chat)
+    renumbered, _ = copy_probes(config, bundle, chat, random.Random(0))
+    assert skipped is None and len(plain) == len(renumbered) == 3
+    assert [len(p.spans) for p in plain] == [len(p.spans) for p in renumbered] and plain[0].spans
+    assert all(a.input_ids != b.input_ids for a, b in zip(plain, renumbered))
+    u1 = chat.encode("<U1>")
+    user_copies = [p.input_ids[s:e] for p in plain for s, e in p.spans if p.input_ids[s:e] == u1]
+    assert user_copies and not all(p.input_ids[s:e] == u1 for p in renumbered for s, e in p.spans)
+
+    config.env.delexicalise = False
+    with pytest.raises(ConfigError, match="delexicalised"):
+        copy_probes(config, bundle, chat, random.Random(0))
