@@ -118,6 +118,12 @@ def collate_examples(examples: list[SFTExample], pad_token_id: int) -> tuple[tor
     return input_ids, attention_mask, label_mask
 
 
+def _probe_renumbering(config: SFTConfig) -> random.Random | None:
+    """The copy check's slots are renumbered at random under delexicalisation: in order of first
+    appearance the usual slot (``<U1>``, ``<R1>``) scores without copying anything."""
+    return random.Random(config.seed + 2) if config.env.delexicalise else None
+
+
 def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = None, resume: bool = False,
               force: bool = False) -> Path:
     """Run SFT; returns the directory of the final checkpoint (``run_dir/final``).
@@ -159,7 +165,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
             return augmented_examples(chat, demos, config.seed, epoch, config.data.max_length,
                                       relabel=config.data.relabel_ids, slot_kinds=slot_kinds, copy_weight=copy_weight)
     probes, copy_skip = (([], "off (demonstrations given)") if demonstrations is not None
-                         else copy_probes(config, bundle, chat))
+                         else copy_probes(config, bundle, chat, _probe_renumbering(config)))
     copy_task = _CopyTask(config, demos, chat, model_device(model)) if (
         config.trainer.copy_warmup_steps or config.trainer.copy_mix_weight) else None
     checkpoints = _Checkpoints(config, tokenizer, agent_config, copy_task, resumed)

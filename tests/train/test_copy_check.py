@@ -140,6 +140,10 @@ def test_renumbered_probes_hold_the_same_copies_under_other_slot_numbers(tiny_po
     user_copies = [p.input_ids[s:e] for p in plain for s, e in p.spans if p.input_ids[s:e] == u1]
     assert user_copies and not all(p.input_ids[s:e] == u1 for p in renumbered for s, e in p.spans)
 
+    from agentgrpo.train.sft import _probe_renumbering
+    assert isinstance(_probe_renumbering(config), random.Random)  # SFT's own check renumbers the slots
+
     config.env.delexicalise = False
+    assert _probe_renumbering(config) is None
     with pytest.raises(ConfigError, match="delexicalised"):
         copy_probes(config, bundle, chat, random.Random(0))
