@@ -118,6 +118,23 @@ def collate_examples(examples: list[SFTExample], pad_token_id: int) -> tuple[tor
     return input_ids, attention_mask, label_mask
 
 
+def _examples(config: SFTConfig, chat: ChatFormat, demos: list[Demonstration]) -> tuple[
+        list[SFTExample], int, Callable[[int], list[SFTExample]] | None]:
+    """``(examples, rejected, per_epoch)``: the demonstrations' examples, how many could not be
+    rendered, and, when ``data.relabel_ids`` or ``data.permute_slots`` asks for fresh ids or slot
+    numbers on every pass, the function giving each epoch's examples (else None)."""
+    copy_weight, max_length = config.trainer.copy_weight, config.data.max_length
+    examples, rejected = training_examples(chat, [d.messages for d in demos], max_length, copy_weight)
+    if not (config.data.relabel_ids or config.data.permute_slots):
+        return examples, rejected, None
+    slot_kinds = id_kinds(config.env) if config.data.permute_slots else ()
+
+    def per_epoch(epoch: int) -> list[SFTExample]:
+        return augmented_examples(chat, demos, config.seed, epoch, max_length, relabel=config.data.relabel_ids,
+                                  slot_kinds=slot_kinds, copy_weight=copy_weight)
+    return examples, rejected, per_epoch
+
+
 def _probe_renumbering(config: SFTConfig) -> random.Random | None:
     """The copy check's slots are renumbered at random under delexicalisation: in order of first
     appearance the usual slot (``<U1>``, ``<R1>``) scores without copying anything."""
@@ -155,15 +172,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     model, tokenizer = prepare_policy(config, worlds, demos, agent_config, resumed)
     chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy,
                       prompt_style=agent_config["prompt_style"])
-    copy_weight = config.trainer.copy_weight
-    examples, rejected = training_examples(chat, [d.messages for d in demos], config.data.max_length, copy_weight)
-    relabelled = None
-    if config.data.relabel_ids or config.data.permute_slots:
-        slot_kinds = id_kinds(config.env) if config.data.permute_slots else ()
-
-        def relabelled(epoch: int) -> list[SFTExample]:
-            return augmented_examples(chat, demos, config.seed, epoch, config.data.max_length,
-                                      relabel=config.data.relabel_ids, slot_kinds=slot_kinds, copy_weight=copy_weight)
+    examples, rejected, relabelled = _examples(config, chat, demos)
     probes, copy_skip = (([], "off (demonstrations given)") if demonstrations is not None
                          else copy_probes(config, bundle, chat, _probe_renumbering(config)))
     copy_task = _CopyTask(config, demos, chat, model_device(model)) if (
