@@ -67,6 +67,12 @@ def transcript_text(messages: list[dict[str, Any]]) -> str:
     )
 
 
+def copy_spans(chat: ChatFormat, example: SFTExample, messages: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Token ranges in ``example`` (rendered from ``messages``) of the values its assistant calls
+    copy from their context (``copied_values``, found by ``find_copy_spans``)."""
+    return find_copy_spans(example, [chat.encode(v) for v in copied_values(messages)])
+
+
 def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat,
                 renumber: random.Random | None = None) -> tuple[list[CopyProbe], str | None]:
     """The copy check's probes: one oracle demonstration of each of ``data.copy_check_tasks``
@@ -93,8 +99,7 @@ def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat,
     for demo in demos:  # one example per demonstration: a rejected one must not shift the pairing
         example = build_sft_example(chat, policy_view(chat, demo.messages), max_length=config.data.max_length)
         if example is not None:
-            spans = find_copy_spans(example, [chat.encode(v) for v in copied_values(demo.messages)])
-            probes.append(CopyProbe(example.input_ids, spans))
+            probes.append(CopyProbe(example.input_ids, copy_spans(chat, example, demo.messages)))
     return probes, None
 
 
@@ -114,7 +119,7 @@ def training_examples(chat: ChatFormat, transcripts: Sequence[list[dict[str, Any
             continue
         if copy_weight != 1.0:
             weights = [1.0] * len(example.labels)
-            for start, end in find_copy_spans(example, [chat.encode(v) for v in copied_values(messages)]):
+            for start, end in copy_spans(chat, example, messages):
                 weights[start:end] = [copy_weight] * (end - start)
             example = replace(example, weights=weights)
         examples.append(example)

@@ -94,7 +94,7 @@ class SFTTrainerConfig:
     """> 0: every SFT step also takes this weight times the copy warm-up's loss on a fresh random
     batch, so SFT keeps the copy circuit the warm-up built."""
     save_every: int = 50
-    """Checkpoint every N optimizer steps (``checkpoints/step_XXXXXX/``, from which ``agentgrpo sft
+    """Checkpoint every N optimizer steps (``checkpoints/step_000050/`` and on, from which ``agentgrpo sft
     --resume`` continues a killed run); 0 = none. The last step's weights are ``final/``."""
     keep_last: int = 2
     """Checkpoints kept on disk (older ones are deleted; 0 keeps every one)."""
