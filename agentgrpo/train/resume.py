@@ -52,13 +52,28 @@ class ResumeConfigError(ConfigError):
     """``--resume`` with a config that differs from the checkpoint's in keys that matter."""
 
 
+class NothingToResumeError(ResumeConfigError):
+    """``--resume`` on a finished run (``final/``) that kept no checkpoint: a fresh start would
+    replace its config.yaml, init/ and metrics.jsonl, so it is refused instead."""
+
+
 def resume_checkpoint(run_dir: Path, config: Any, *, force: bool = False) -> Path | None:
     """The checkpoint a resumed run continues from: the latest of ``run_dir`` (None if it has
     none), once a killed save's leftovers are removed (``remove_stale``), the changed defaults
     kept (``keep_changed_defaults``: ``config``, a config object, is changed in place) and the
-    config checked against the checkpoint's (``check_resume_config``; ``force`` only warns)."""
+    config checked against the checkpoint's (``check_resume_config``; ``force`` only warns).
+
+    A run_dir with no checkpoint starts over (a run killed before its first save), unless it
+    holds a finished run (``final/``): that is refused (``NothingToResumeError``), since the
+    fresh start would overwrite the finished run's record; ``force`` starts over with a warning."""
     remove_stale(run_dir)
     checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None and (Path(run_dir) / "final").is_dir():
+        problem = (f"nothing to resume in {run_dir}: it holds a finished run (final/) and no checkpoint, "
+                   f"and starting over would replace its config.yaml and metrics.jsonl")
+        if not force:
+            raise NothingToResumeError(f"{problem}; use a new run_dir, or pass --force to start over there")
+        warnings.warn(f"{problem}; starting over (--force)", stacklevel=2)
     if checkpoint is not None:
         defaults = to_dict(type(config)())
         keep_changed_defaults(checkpoint, config, defaults)

@@ -162,6 +162,35 @@ def test_force_resumes_despite_differences_through_the_cli(tiny_policy_dir, run_
     assert load_trainer_state(latest_checkpoint(run_copy))["config"]["seed"] == 1
 
 
+def test_resume_of_a_finished_run_without_checkpoints_is_refused(tiny_policy_dir, run_copy, capsys):
+    """A finished run that kept no checkpoint has nothing to resume: starting over would overwrite
+    its record, so ``--resume`` refuses (exit 2, one line) and leaves config.yaml and metrics alone."""
+    from agentgrpo.cli import main
+
+    shutil.rmtree(run_copy / "checkpoints")
+    (run_copy / "final").mkdir(exist_ok=True)
+    config_before = (run_copy / "config.yaml").read_text()
+    assert main(cli_args(tiny_policy_dir, run_copy, "trainer.steps=1", "--resume")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nothing to resume" in err and "final/" in err and "--force" in err
+    assert [r["step"] for r in metrics(run_copy)] == [1]
+    assert (run_copy / "config.yaml").read_text() == config_before
+
+
+def test_resume_without_checkpoint_or_final_starts_over(tmp_path):
+    """A run killed before its first save has no checkpoint and no final/: it starts over; a
+    finished one does only under force, with a warning."""
+    from agentgrpo.train.resume import NothingToResumeError, resume_checkpoint
+
+    config = GRPOConfig()
+    assert resume_checkpoint(tmp_path, config) is None
+    (tmp_path / "final").mkdir()
+    with pytest.raises(NothingToResumeError, match="nothing to resume"):
+        resume_checkpoint(tmp_path, config)
+    with pytest.warns(UserWarning, match="starting over"):
+        assert resume_checkpoint(tmp_path, config, force=True) is None
+
+
 def test_allow_list_and_cosine_horizon():
     saved = {"seed": 0, "run_dir": "a", "logging": {"trackers": []},
              "trainer": {"steps": 4, "lr_schedule": "constant", "keep_last": 2}}
