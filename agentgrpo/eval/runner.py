@@ -43,7 +43,8 @@ from agentgrpo.rewards.prm_lite import PRMLite
 LOG_FILE = "transcripts.jsonl"
 CONFIG_FILE = "eval_config.yaml"
 RESUME_MAY_CHANGE = ("out_dir", "concurrency", "max_batch", "progress", "save_transcripts", "endpoint.request.*",
-                     "env.user.request.*", "policy.device", "policy.autocast")
+                     "env.user.request.*", "policy.device", "policy.autocast",
+                     "policy.cpu_autocast")
 """Settings a resumed evaluation may change (how episodes are played, not which or how they score):
 ``fnmatch`` patterns over dotted keys."""
 PRM = PRMLite()
@@ -267,5 +268,5 @@ def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[
                            traj.has_error, [t.num_tokens for t in traj.turns], traj.termination, traj.transcript,
                            user_seed=job.user_seed, process_score=PRM.score_trajectory(traj).process_score))
 
-    with autocast(device, config.policy.autocast):
+    with autocast(device, config.policy.autocast_devices):
         engine.run(specs, seed=config.seed, on_episode_end=ended)

@@ -3,12 +3,13 @@
 ``resolve_device("auto")`` is the first CUDA device when there is one, else the CPU; a
 device that is asked for but absent is a one-line ``ConfigError``. ``autocast(device)``
 runs forward passes under bfloat16 autocast on CUDA (float32 parameters, bfloat16
-matmuls: the usual mixed precision of RL fine-tuning) and does nothing elsewhere.
+matmuls: the usual mixed precision of RL fine-tuning), and on the CPU when asked
+(``policy.cpu_autocast``).
 """
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import torch
@@ -37,11 +38,24 @@ def model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
+AutocastOn = bool | Collection[str]
+"""Where forward passes run under bfloat16 autocast: device types (``PolicySource.autocast_devices``),
+or a bool: True is CUDA only (the usual mixed precision), False nowhere."""
+
+
+def autocast_enabled(device: torch.device, on: AutocastOn = True) -> bool:
+    """Whether passes on ``device`` run under bfloat16 autocast (``on``: see ``AutocastOn``)."""
+    devices = ("cuda",) if on is True else () if on is False else tuple(on)
+    return device.type in devices and device.type in ("cuda", "cpu")
+
+
 @contextlib.contextmanager
-def autocast(device: torch.device, enabled: bool = True) -> Iterator[None]:
-    """bfloat16 autocast on CUDA when ``enabled``; a no-op on other devices."""
-    if enabled and device.type == "cuda":
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+def autocast(device: torch.device, on: AutocastOn = True) -> Iterator[None]:
+    """bfloat16 autocast on ``device`` when ``on`` names its type (``True``: CUDA only); else a no-op.
+
+    On the CPU it pays where the CPU computes bfloat16 natively (AVX512-BF16, AMX)."""
+    if autocast_enabled(device, on):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
             yield
     else:
         yield

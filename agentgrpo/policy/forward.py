@@ -13,9 +13,10 @@ Two savings over ``model(input_ids).logits``, both exact:
 ``PolicyForward`` may also ``torch.compile`` the decoder (2–3× faster on CPU for the tiny
 presets, after a one-off compile of about a minute). Inputs may live on the CPU: they are
 moved to the model's device, and on CUDA the pass runs under bfloat16 autocast
-(``autocast=True``). A PEFT (LoRA) model is unwrapped to its adapted base, whose layers
-carry the adapters. With gradient checkpointing on, the prefix is not shared (the
-checkpointed decoder keeps no cache in training mode).
+(``autocast=True``; device types such as ``("cuda", "cpu")`` name where: ``policy.cpu_autocast``).
+A PEFT (LoRA) model is unwrapped to its adapted base, whose layers carry the adapters. With
+gradient checkpointing on, the prefix is not shared (the checkpointed decoder keeps no cache in
+training mode).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from agentgrpo.algos import TokenMasks, entropy_from_logits, logprobs_from_logits, restrict_logits
-from agentgrpo.policy.device import autocast, model_device
+from agentgrpo.policy.device import AutocastOn, autocast, model_device
 
 # Architectures whose causal-LM head is exactly ``lm_head(hidden)`` (no logit scaling or
 # soft-capping), so projecting only the needed positions is exact.
@@ -58,7 +59,7 @@ class PolicyForward:
     """
 
     def __init__(self, model: torch.nn.Module, compile: bool = False, share_prefix: bool = True,
-                 min_shared: int = 64, autocast: bool = True):
+                 min_shared: int = 64, autocast: AutocastOn = True):
         self.model = model
         base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT: adapters live inside
         self.decoder = getattr(base, base.base_model_prefix)

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicCache
 
-from agentgrpo.policy.device import autocast, model_device
+from agentgrpo.policy.device import AutocastOn, autocast, model_device
 
 GREEDY_BELOW = 1e-5
 """Temperatures under this decode greedily (as vLLM does): dividing by them overflows float32."""
@@ -49,7 +49,7 @@ class Generation:
 
 @torch.inference_mode()
 def generate_batch(model: Any, requests: list[GenerationRequest], pad_token_id: int,
-                   use_autocast: bool = True) -> list[Generation]:
+                   use_autocast: AutocastOn = True) -> list[Generation]:
     """Decode every request together; see the module docstring. Greedy rows are exact argmax."""
     device = model_device(model)
     width = max(len(r.prompt) for r in requests)

@@ -6,9 +6,9 @@ device, in which precision, with which memory savers and adapters.
   ``.gguf`` file or a preset. ``policy=X`` on the command line is short for
   ``policy.init=X`` (``SHORTHAND``).
 * ``device``: ``auto`` is the first CUDA device when there is one, else the CPU.
-* ``dtype`` / ``autocast``: parameters in float32 (exact optimizer updates) with the
-  forward passes under bfloat16 autocast on CUDA, or parameters in bfloat16 (half the
-  memory, for 7B on one card).
+* ``dtype`` / ``autocast`` / ``cpu_autocast``: parameters in float32 (exact optimizer
+  updates) with the forward passes under bfloat16 autocast on CUDA (and, if asked, on the
+  CPU), or parameters in bfloat16 (half the memory, for 7B on one card).
 * ``gradient_checkpointing``: recompute activations in the backward pass (training only).
 * ``lora``: train low-rank adapters (``peft``) instead of every weight; ``rank: 0`` is off.
 
@@ -63,6 +63,10 @@ class PolicySource:
     bfloat16 under ``autocast``) or bfloat16 (half the memory)."""
     autocast: bool = True
     """On CUDA, run forward passes under bfloat16 autocast (no effect on CPU or with bfloat16 weights)."""
+    cpu_autocast: bool = False
+    """On the CPU, run forward passes under bfloat16 autocast too (float32 weights and updates):
+    2-3x faster on CPUs with native bfloat16 (AVX512-BF16, AMX), slower on others; off by
+    default because it changes the float32 results (benchmarks/cpu_bf16.py measures both)."""
 
     SHORTHAND: ClassVar[str] = "init"
     """``policy=X`` in an override or a YAML file means ``policy.init=X``."""
@@ -70,6 +74,11 @@ class PolicySource:
     def __post_init__(self) -> None:
         require(bool(DEVICE_NAMES.match(self.device)), "policy.device", self.device,
                 "must be auto, cpu, cuda, cuda:N or mps")
+
+    @property
+    def autocast_devices(self) -> tuple[str, ...]:
+        """The device types whose forward passes run under bfloat16 autocast."""
+        return (("cuda",) if self.autocast else ()) + (("cpu",) if self.cpu_autocast else ())
 
 
 @dataclass

@@ -197,7 +197,7 @@ class GroupSampler:
                                abort_on_endpoint_error=True)
                 specs.append(EpisodeSpec(env, task.task_id, group_id, sample))
         seed_parts = ("rollout", cfg.seed, step) + ((generation_round,) if generation_round else ())
-        with autocast(self.device, cfg.policy.autocast):
+        with autocast(self.device, cfg.policy.autocast_devices):
             return self.engine.run(specs, seed=derive_seed(*seed_parts))
 
     def score(self, trajectories: list[Trajectory]) -> None:

@@ -33,6 +33,7 @@ RESUME_MAY_CHANGE: tuple[str, ...] = (
     "trainer.shared_rollouts_dir",  # where first rollouts are shared: the same bits either way
     "policy.device",             # where the model runs, bf16 autocast and activation recomputation:
     "policy.autocast",           # the same math up to float rounding (a run may move to a GPU)
+    "policy.cpu_autocast",
     "policy.gradient_checkpointing",
 )
 """Config keys (``fnmatch`` patterns over dotted names) a resume may change: they decide

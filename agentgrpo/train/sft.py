@@ -35,7 +35,7 @@ from agentgrpo.agent.masking import SFTExample
 from agentgrpo.config import ConfigError, to_dict, to_yaml
 from agentgrpo.envs.delex import slot_tokens
 from agentgrpo.envs.registry import EnvBundle, build_env, build_training_worlds, id_kinds
-from agentgrpo.policy.device import model_device
+from agentgrpo.policy.device import autocast, model_device
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import (
     build_policy,
@@ -213,7 +213,7 @@ class _CopyTask:
             raise ConfigError("trainer.copy_warmup_steps / copy_mix_weight > 0 need demonstrations that copy ids "
                               "from their context")
         self.cfg, self.device = config.trainer, device
-        self.autocast = config.policy.autocast and device.type == "cuda"
+        self.autocast_on = config.policy.autocast_devices
         self.generator = torch.Generator().manual_seed(config.seed)
         tokenizer = chat.tokenizer
         self.bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else chat.pad_token_id
@@ -228,7 +228,7 @@ class _CopyTask:
     def loss(self, model: torch.nn.Module) -> torch.Tensor:
         batch = copy_warmup_batch(self.pool, self.cfg.copy_warmup_length, self.cfg.copy_warmup_batch_size,
                                   self.generator, self.bos, context=self.cfg.copy_warmup_context)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+        with autocast(self.device, self.autocast_on):
             return copy_warmup_loss(model, batch.to(self.device), self.cfg.copy_warmup_length)
 
 
@@ -309,7 +309,7 @@ def _fit(config: SFTConfig, model: torch.nn.Module, examples: list[SFTExample], 
     tracker = make_tracker(config.run_dir, config.logging.trackers, run_name=f"sft-seed{config.seed}", group="sft",
                            project=config.logging.project, config=to_dict(config),
                            resume_from_step=done if resume else None)
-    forward = PolicyForward(model, compile=cfg.compile, autocast=config.policy.autocast)
+    forward = PolicyForward(model, compile=cfg.compile, autocast=config.policy.autocast_devices)
     model.train()
     copy_curve, loss_value = checkpoints.restore(optimizer, scheduler)  # RNG states last: nothing draws before the loop
     order_rng = random.Random(config.seed)

@@ -61,3 +61,36 @@ def test_entropy_and_temperature(batch):
     torch.testing.assert_close(out.logprobs, expected_logp, atol=2e-5, rtol=0)
     torch.testing.assert_close(out.entropy, expected_entropy, atol=2e-5, rtol=0)
     assert not out.entropy.requires_grad  # logged only, no autograd graph kept
+
+
+def test_cpu_autocast_runs_the_pass_in_bfloat16_and_scores_in_float32(batch):
+    """``policy.cpu_autocast``: the matmuls run in bfloat16 (the scores move off the float32 ones
+    by bfloat16 rounding, not more), the scores come out float32 and float32 gradients flow."""
+    model, ids, mask, score = batch
+    exact = PolicyForward(model).token_logprobs(ids, mask, score).logprobs  # True: CUDA only, so float32 here
+    torch.testing.assert_close(exact, plain(model, ids, mask, score), atol=2e-5, rtol=0)
+    mixed = PolicyForward(model, autocast=("cpu",)).token_logprobs(ids, mask, score).logprobs
+    assert mixed.dtype == torch.float32
+    gap = (mixed - exact).abs().max().item()
+    assert 1e-4 < gap < 0.1  # bfloat16 has 8 bits of mantissa: rounding shows, nothing else does
+    gradients = grads(model, mixed)
+    assert all(g.dtype == torch.float32 and torch.isfinite(g).all() for g in gradients)
+    assert sum(g.abs().sum().item() for g in gradients) > 0
+
+
+def test_where_autocast_applies():
+    from agentgrpo.policy.device import autocast, autocast_enabled
+    from agentgrpo.policy.settings import PolicySource
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert autocast_enabled(cuda, True) and not autocast_enabled(cpu, True)  # the default: CUDA only
+    assert autocast_enabled(cpu, ("cuda", "cpu")) and not autocast_enabled(cuda, ("cpu",))
+    assert not autocast_enabled(cpu, False) and not autocast_enabled(torch.device("mps"), ("mps",))
+    assert PolicySource().autocast_devices == ("cuda",)
+    assert PolicySource(cpu_autocast=True).autocast_devices == ("cuda", "cpu")
+    assert PolicySource(autocast=False).autocast_devices == ()
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    with autocast(cpu, ("cpu",)):
+        assert (a @ b).dtype == torch.bfloat16
+    with autocast(cpu, True):
+        assert (a @ b).dtype == torch.float32

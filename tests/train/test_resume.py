@@ -197,6 +197,7 @@ def test_allow_list_and_cosine_horizon():
     moved = {"seed": 0, "run_dir": "b", "logging": {"trackers": ["tensorboard"]},
              "trainer": {"steps": 8, "lr_schedule": "constant", "keep_last": 0}}
     assert config_differences(saved, moved) == {}
+    assert config_differences({"policy": {"cpu_autocast": False}}, {"policy": {"cpu_autocast": True}}) == {}
     cosine = {**saved, "trainer": {**saved["trainer"], "lr_schedule": "cosine"}}
     longer = {**cosine, "trainer": {**cosine["trainer"], "steps": 8}}
     assert config_differences(cosine, longer) == {"trainer.steps": (4, 8)}  # the decay horizon moves

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from helpers import SMALL_ENV_OVERRIDES, small_env_config
 
 from agentgrpo.agent.chat import ChatFormat, policy_view
@@ -66,6 +67,21 @@ def test_sft_lowers_the_loss_and_saves_a_self_describing_checkpoint(tmp_path):
     assert read_agent_config(final) == {"prompt_style": "compact", "delexicalise": False}
     model, tokenizer = load_policy(final)
     assert tokenizer.chat_template and model.config.vocab_size == len(tokenizer)
+
+
+def test_sft_under_cpu_autocast_learns_and_keeps_float32_weights(tmp_path):
+    """``policy.cpu_autocast``: bfloat16 passes (the mixed-in copy loss's too), float32 weights and
+    updates; the loss falls as in float32."""
+    config = load_config(SFTConfig, [
+        *SMALL_ENV_OVERRIDES, f"run_dir={tmp_path}", "data.demos_per_task=2", "trainer.epochs=3",
+        "trainer.batch_size=4", "trainer.micro_batch_size=2", "trainer.lr=2e-3", "progress=false",
+        "policy.cpu_autocast=true", "trainer.copy_mix_weight=0.5", "data.copy_check_tasks=0",
+    ], defaults="sft.yaml")
+    final = train_sft(config)
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert records[-1]["sft/loss"] < records[0]["sft/loss"] - 1.0
+    model, _ = load_policy(final)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 
 def test_relabelled_sft_sees_fresh_ids_each_epoch_and_checks_copying_every_step(tmp_path, tiny_policy_dir):
