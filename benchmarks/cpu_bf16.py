@@ -34,13 +34,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agentgrpo.config import AgentGRPOError  # noqa: E402
 from agentgrpo.policy.forward import PolicyForward  # noqa: E402
 from agentgrpo.policy.generate import GenerationRequest, generate_batch  # noqa: E402
 from agentgrpo.policy.hf import load_policy  # noqa: E402
+from agentgrpo.policy.settings import PolicySource  # noqa: E402
 from agentgrpo.policy.source import MissingFileError, find_smollm2_gguf  # noqa: E402
 from benchmarks._common import bench, policy_dir, set_threads, world  # noqa: E402
 
-CPU_AUTOCAST = ("cpu",)  # PolicySource(cpu_autocast=True).autocast_devices on a CPU
+CPU_AUTOCAST = PolicySource(autocast=False, cpu_autocast=True).autocast_devices  # policy.cpu_autocast=true
 
 
 def native_bf16_flags() -> list[str]:
@@ -113,7 +115,10 @@ def main() -> None:
                     print(f"| {name} | ({missing}) |")
                     continue
             source = policy_dir(world(), workdir, "random") if name == "tiny" else name
-            model, tokenizer = load_policy(source)
+            try:
+                model, tokenizer = load_policy(source)
+            except AgentGRPOError as error:  # a missing checkpoint or an unknown name: one line, not a traceback
+                raise SystemExit(f"{name}: {error}") from None
             vocab, pad = model.config.vocab_size, tokenizer.pad_token_id or 0
             step32, logp32 = train_step_seconds(model, args.length, args.steps, False, vocab)
             step16, logp16 = train_step_seconds(model, args.length, args.steps, CPU_AUTOCAST, vocab)

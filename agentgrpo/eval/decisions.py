@@ -150,7 +150,7 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
     from agentgrpo.envs.episode import run_episode
     from agentgrpo.envs.registry import domain_oracle, id_kinds, make_env, write_tools
     from agentgrpo.eval.tasks import eval_tasks
-    from agentgrpo.policy.device import autocast, resolve_device
+    from agentgrpo.policy.device import resolve_device
     from agentgrpo.policy.generate import generate_batch
     from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
 
@@ -184,8 +184,7 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
     for start in range(0, len(prompts), batch_size):
         chunk = prompts[start : start + batch_size]
         requests = [_request(prompt, chat.eos_token_ids, rollout.max_new_tokens, grammar) for prompt, _ in chunk]
-        with autocast(device, config.policy.autocast_devices):
-            outputs = generate_batch(model, requests, chat.pad_token_id, use_autocast=config.policy.autocast_devices)
+        outputs = generate_batch(model, requests, chat.pad_token_id, use_autocast=config.policy.autocast_devices)
         for (_, decision), output in zip(chunk, outputs):
             decision.got = chat.parse(chat.decode(output.tokens))
     report = summarise([d for _, d in prompts], set(write_tools(config.env)), episodes, oracle_failed)
