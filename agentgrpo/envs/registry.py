@@ -174,8 +174,9 @@ class Domain(Protocol):
         server fails for good."""
         ...
 
-    def oracle(self, bundle: EnvBundle, task: Task) -> Agent | None:
-        """A reference agent that solves ``task`` (SFT's demonstrations), or None if the domain has none."""
+    def oracle(self, bundle: EnvBundle, task: Task, config: EnvConfig) -> Agent | None:
+        """A reference agent that solves ``task`` (SFT's demonstrations), or None if the domain has none;
+        ``config`` carries its settings (``oracle_arithmetic``)."""
         ...
 
     def build_heldout(self, config: EnvConfig, split_names: Sequence[str], tasks_per_split: int, seed: int = 0,
@@ -318,7 +319,7 @@ def check_data(config: EnvConfig, prefix: str = "env.") -> None:
 
 def domain_oracle(config: EnvConfig, bundle: EnvBundle, task: Task) -> Agent:
     """The configured domain's oracle for ``task``; a ConfigError if the domain has none."""
-    agent = get_domain(config.domain).oracle(bundle, task)
+    agent = get_domain(config.domain).oracle(bundle, task, config)
     if agent is None:
         raise ConfigError(f"{DOMAIN_KEY}={config.domain!r} has no oracle agent (demonstrations and "
                           f"agent=oracle need one)")

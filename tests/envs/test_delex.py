@@ -116,7 +116,21 @@ def test_oracle_demonstrations_carry_no_ids(delex_demos):
 def test_replaying_a_delexicalised_demonstration_solves_the_task(delex_demos):
     """The policy's view is consistent: the demonstration's calls, slots and all, played through
     ``DelexEnv`` see exactly the demonstration's observations and earn its reward."""
-    config, worlds, demos = delex_demos
+    _replay_demonstrations(*delex_demos)
+
+
+def test_calculator_demonstrations_through_the_config_replay_too():
+    """``env.oracle_arithmetic=calculator`` reaches the demonstrations: the oracle's sums are
+    ``calculate`` calls, and those transcripts replay through ``DelexEnv`` like the others."""
+    config = EnvConfig(train_worlds=2, delexicalise=True, oracle_arithmetic="calculator")
+    worlds = build_training_worlds(config)
+    demos = collect_demonstrations(worlds, config, ["covered_seen", "uncovered_seen"], 1, 0)
+    calculated = [d for d in demos if '"calculate"' in json.dumps(d.messages)]
+    assert len(calculated) >= 10 and all(d.reward == 1.0 for d in demos)
+    _replay_demonstrations(config, worlds, calculated)
+
+
+def _replay_demonstrations(config, worlds, demos):
     world_of = {task.task_id: world for world in worlds for task in world.tasks()}
     replayed = 0
     for demo in demos[:: max(1, len(demos) // 12)]:

@@ -176,3 +176,77 @@ def test_identical_across_processes_and_hash_seeds():
                              capture_output=True, text=True).stdout.strip()
         digests.add(out)
     assert len(digests) == 1 and len(hashlib.sha256().hexdigest()) == len(digests.pop())
+
+
+# ---- the calculator oracle (env.oracle_arithmetic=calculator) --------------------------------
+_NUMBER = re.compile(r"\d+")
+
+
+@pytest.fixture(scope="module")
+def calculated():
+    domain = generate_domain(0, n_tasks=322)
+    return domain, [run_episode(AirlineEnv(domain, task, ScriptedUser(task, seed=0)),
+                                oracle_agent(domain, task, calculator=True)) for task in domain.tasks]
+
+
+def test_calculator_oracle_solves_the_same_tasks_with_the_same_writes(results, calculated):
+    (_, stated), (_, calc) = results, calculated
+    assert [e.reward for e in calc] == [e.reward for e in stated]
+    for a, b in zip(stated, calc):
+        assert [x for x in a.actions if x.name in WRITES] == [x for x in b.actions if x.name in WRITES]
+        assert [x for x in a.actions if x.name != "calculate"] == [x for x in b.actions if x.name != "calculate"]
+    families = {e.family for e in calc if any(x.name == "calculate" for x in e.actions)}
+    # the families whose confirmation or answer states a computed amount (a reservation paid at
+    # once, the rule here, has a total to read, not to add)
+    assert {"book_one_way", "book_round_trip", "book_payment_limit", "change_cabin", "change_flight",
+            "compensation_cancelled", "info_gift_card_balance"} <= families
+    assert not any(x.name == "calculate" for e in stated for x in e.actions)
+
+
+def test_calculator_operands_were_said_and_its_result_is_what_is_stated_next(calculated):
+    _, episodes = calculated
+    calls = 0
+    for episode in episodes:
+        messages, seen = episode.messages, ""
+        for index, message in enumerate(messages[1:], start=1):
+            for call in message.get("tool_calls", []):
+                if call["function"]["name"] != "calculate":
+                    continue
+                calls += 1
+                expression = json.loads(call["function"]["arguments"])["expression"]
+                assert re.fullmatch(r"[\d ()+\-*]+", expression), expression
+                # the policy's fees and credits, and passenger counts (a reservation's list, counted)
+                known = set(_NUMBER.findall(seen)) | {"30", "50", "100"} | {str(n) for n in range(1, 10)}
+                assert set(_NUMBER.findall(expression)) <= known, (episode.task_id, expression)
+                result = messages[index + 1]["content"]
+                value = round(float(result))
+                later = " ".join(m.get("content") or "" for m in messages[index + 2:] if m["role"] == "assistant")
+                assert f"${abs(value)}" in later or str(abs(value)) in later, (episode.task_id, expression)
+            if message["role"] in ("user", "tool"):
+                seen += " " + str(message["content"])
+    assert calls >= 100
+
+
+def test_calculator_booking_total_by_hand():
+    """3 passengers on one leg at $84 with insurance and no paid bag: 84 * 3 + 30 * 3 = $342."""
+    from agentgrpo.envs.airline.simulation.oracle import OracleAgent
+    from agentgrpo.envs.airline.simulation.plans import PLANS
+
+    domain = generate_domain(2, n_tasks=1, families=["book_one_way"])
+    task = domain.tasks[0]
+    oracle = OracleAgent(domain, task, PLANS, calculator=True)
+    script = oracle.reckon("84 * 3 + 30 * 3", 342, "I add up the total.")
+    move = next(script)
+    assert move.action.name == "calculate" and move.action.kwargs == {"expression": "84 * 3 + 30 * 3"}
+    assert domain.execute(domain.new_state(), "calculate", move.action.kwargs) == "342.0"
+    with pytest.raises(StopIteration) as done:
+        script.send("342.0")
+    assert done.value.value == 342
+    wrong = oracle.reckon("84 * 3", 342, "I add up the total.")
+    next(wrong)
+    with pytest.raises(ValueError, match="gave 252.0, the rule 342"):
+        wrong.send("252.0")
+    silent = OracleAgent(domain, task, PLANS).reckon("84 * 3 + 30 * 3", 342, "")
+    with pytest.raises(StopIteration) as done:
+        next(silent)
+    assert done.value.value == 342

@@ -191,7 +191,7 @@ class PingSpec:
                  user_client: Any = None, abort_on_endpoint_error: bool = False) -> DomainEnv:
         return DomainEnv(bundle.domain, task, PingUser(), max_steps=max_steps)
 
-    def oracle(self, bundle: EnvBundle, task: Task) -> None:
+    def oracle(self, bundle: EnvBundle, task: Task, config: EnvConfig) -> None:
         return None
 
     def build_heldout(self, config: EnvConfig, split_names: Any, tasks_per_split: int, seed: int = 0,

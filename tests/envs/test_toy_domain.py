@@ -61,7 +61,7 @@ def test_a_second_submission_is_refused_and_changes_nothing(bundle):
 def test_oracle_solves_every_task_in_two_turns(config, bundle):
     for tasks in bundle.splits.values():
         for i, task in enumerate(tasks):
-            result = play(bundle, config, task, TOY.oracle(bundle, task), user_seed=i)
+            result = play(bundle, config, task, TOY.oracle(bundle, task, config), user_seed=i)
             assert result.reward == 1.0, task.task_id
             assert [s.kind for s in result.steps] == ["tool", "respond"]
 

@@ -85,6 +85,9 @@ def register(subparsers: Any) -> None:
     oracle.add_argument("--user-seed", type=int, default=0)
     oracle.add_argument("--compat", choices=("fixed", "tau_bench"), default="fixed")
     oracle.add_argument("--max-steps", type=positive_int, default=30)
+    oracle.add_argument("--calculator", action="store_true",
+                        help="the oracle gets every sum it states from the calculate tool "
+                             "(env.oracle_arithmetic=calculator)")
     oracle.add_argument("--out", default=None, help="write every transcript to this JSONL")
     oracle.set_defaults(func=cmd_oracle)
 
@@ -259,7 +262,7 @@ def cmd_oracle(args: argparse.Namespace) -> int:
         for task in domain.tasks:
             env = AirlineEnv(domain, task, ScriptedUser(task, seed=args.user_seed),
                              max_steps=args.max_steps)
-            result = run_episode(env, oracle_agent(domain, task))
+            result = run_episode(env, oracle_agent(domain, task, calculator=args.calculator))
             rewards[task.family].append(result.reward)
             if out:
                 out.write(json.dumps(result.to_dict()) + "\n")

@@ -57,8 +57,8 @@ class AirlineDomainSpec:
         return factory.make_env(bundle, task, config, user_seed, max_steps=max_steps, user_client=user_client,
                                 abort_on_endpoint_error=abort_on_endpoint_error)
 
-    def oracle(self, bundle: EnvBundle, task: Task) -> OracleAgent:
-        return oracle_agent(bundle.domain, task)
+    def oracle(self, bundle: EnvBundle, task: Task, config: EnvConfig) -> OracleAgent:
+        return oracle_agent(bundle.domain, task, calculator=config.oracle_arithmetic == "calculator")
 
     def build_heldout(self, config: EnvConfig, split_names: Sequence[str], tasks_per_split: int, seed: int = 0,
                       training: EnvBundle | None = None) -> list[EnvBundle]:

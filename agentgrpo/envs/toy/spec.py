@@ -90,7 +90,7 @@ class ToySpec:
         return DomainEnv(bundle.domain, task, ToyUser(task, seed=user_seed), max_steps=max_steps,
                          abort_on_endpoint_error=abort_on_endpoint_error)
 
-    def oracle(self, bundle: EnvBundle, task: Task) -> ToyAgent:
+    def oracle(self, bundle: EnvBundle, task: Task, config: EnvConfig) -> ToyAgent:
         return ToyAgent(task_key(task))
 
     def warmup_episode(self, bundle: EnvBundle, task: Task, user_seed: int) -> tuple[DomainEnv, ToyAgent]:

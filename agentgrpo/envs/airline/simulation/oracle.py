@@ -5,6 +5,10 @@ the reservation before acting, applies the rules in ``policy`` to what it read,
 states every write and waits for an explicit "yes", makes one tool call per turn
 (with a one-sentence reason as its text) and never mixes a call with a message,
 reports results, refuses what the policy forbids and transfers what is out of scope.
+Every price or sum it states it either works out silently, as a human agent would (the
+default), or, with ``calculator=True``, gets from one ``calculate`` call whose expression
+holds only numbers already in the conversation, so a small policy learns to copy the
+operands rather than to do the arithmetic (``OracleAgent.reckon``).
 It knows the user's answers from the task's scenario, but only uses each one after
 the user has said it, so its transcripts are clean teacher data for SFT.
 
@@ -55,8 +59,9 @@ class OracleAgent:
     tool call; the message itself for a respond action).
     """
 
-    def __init__(self, domain: Any, task: Task, plans: Mapping[str, Plan]) -> None:
+    def __init__(self, domain: Any, task: Task, plans: Mapping[str, Plan], calculator: bool = False) -> None:
         self.domain = domain
+        self.calculator = calculator
         self.task = task
         self.scenario = Scenario.of(task.scenario)
         self.plan = plans[self.scenario.intent]
@@ -101,6 +106,17 @@ class OracleAgent:
             return json.loads(observation)
         except json.JSONDecodeError as exc:
             raise Abort(f"The tool {name} returned unreadable data.") from exc
+
+    def reckon(self, expression: str, value: int, reason: str) -> Script:
+        """A sum the oracle is about to state: ``value``, which ``expression`` computes. With the
+        calculator, one ``calculate`` call first (its result must be ``value``: the expression and
+        the rule that priced it can never disagree unnoticed); without, no move."""
+        if not self.calculator:
+            return value
+        observation = yield from self.call("calculate", {"expression": expression}, reason)
+        if float(observation) != value:
+            raise ValueError(f"calculate({expression!r}) gave {observation}, the rule {value}")
+        return value
 
     def authenticate(self) -> Script:
         """Ask for the user id, then read the profile."""

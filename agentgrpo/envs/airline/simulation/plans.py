@@ -38,6 +38,7 @@ PLANS: dict[str, Plan] = {
 }
 
 
-def oracle_agent(domain: Any, task: Task) -> OracleAgent:
-    """The oracle for a generated ``task``, following the plan of its scenario's intent."""
-    return OracleAgent(domain, task, PLANS)
+def oracle_agent(domain: Any, task: Task, calculator: bool = False) -> OracleAgent:
+    """The oracle for a generated ``task``, following the plan of its scenario's intent;
+    ``calculator``: it gets every sum it states from the ``calculate`` tool."""
+    return OracleAgent(domain, task, PLANS, calculator=calculator)

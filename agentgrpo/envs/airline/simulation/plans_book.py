@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentgrpo.envs.airline.core.policy import (
+    BAG_FEE,
+    INSURANCE_PER_PASSENGER,
     TODAY,
     booking_price,
     nonfree_bags,
@@ -24,6 +26,8 @@ from agentgrpo.envs.airline.simulation.plans_common import (
     bags_text,
     options_text,
     pick_flight,
+    reckon_split,
+    reckon_sum,
     report,
     route_text,
 )
@@ -68,8 +72,14 @@ def _booking_payment(o: OracleAgent, profile: dict, chosen: list[dict], cabin: s
     s = o.scenario
     travellers = len(s.passengers)
     nonfree = nonfree_bags(profile["membership"], cabin, travellers, s.bags or 0)
-    total = booking_price([c["prices"][cabin] for c in chosen], travellers,
-                          s.insurance or "no", nonfree)
+    fares = [c["prices"][cabin] for c in chosen]
+    total = booking_price(fares, travellers, s.insurance or "no", nonfree)
+    expression = (f"({' + '.join(str(f) for f in fares)}) * {travellers}" if len(fares) > 1
+                  else f"{fares[0]} * {travellers}")
+    expression += f" + {INSURANCE_PER_PASSENGER} * {travellers}" if s.insurance == "yes" else ""
+    expression += f" + {BAG_FEE} * {nonfree}" if nonfree else ""
+    total = yield from o.reckon(expression, total, "I add up the total: the fares for each passenger, "
+                                                   "then insurance and paid bags.")
     yield from o.say(f"The total comes to ${total}. Which payment methods would you like to "
                      f"use? A reservation can use at most one travel certificate, one credit "
                      f"card and three gift cards from your profile.")
@@ -82,6 +92,7 @@ def _booking_payment(o: OracleAgent, profile: dict, chosen: list[dict], cabin: s
     plan = split_payment(total, [methods[p] for p in s.payment_ids])
     if plan is None:
         raise Abort("The user's payment methods cannot cover the booking.")
+    yield from reckon_split(o, total, plan, methods)
     return plan, total, nonfree
 
 
@@ -106,13 +117,14 @@ def plan_info(o: OracleAgent) -> Script:
         cards = [(pid, m["amount"]) for pid, m in profile["payment_methods"].items()
                  if m["source"] == "gift_card"]
         listing = ", ".join(f"{pid} with ${amount}" for pid, amount in cards)
-        yield from o.say(f"You have {len(cards)} gift cards: {listing}. Together that is "
-                         f"${sum(a for _, a in cards)}.")
+        together = yield from reckon_sum(o, [a for _, a in cards], "I add up the gift card balances.")
+        yield from o.say(f"You have {len(cards)} gift cards: {listing}. Together that is ${together}.")
     elif s.question == "reservation_total":
         res = yield from o.reservation("Which reservation would you like to know about?")
         payments = ", ".join(f"${p['amount']} with {p['payment_id']}"
                              for p in res["payment_history"])
-        total = sum(p["amount"] for p in res["payment_history"])
+        total = yield from reckon_sum(o, [p["amount"] for p in res["payment_history"]],
+                                      "I add up the payments of the reservation.")
         yield from o.say(f"For reservation {res['reservation_id']} ({route_text(res)}) you paid "
                          f"${total} in total ({payments}).")
     else:

@@ -6,7 +6,7 @@ a partly flown trip (with a delay certificate offered when the member is eligibl
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from agentgrpo.envs.airline.core.policy import (
     CANCELLED_FLIGHT_CREDIT,
@@ -17,7 +17,7 @@ from agentgrpo.envs.airline.core.policy import (
     has_flown_segment,
 )
 from agentgrpo.envs.airline.simulation.oracle import OracleAgent, Script
-from agentgrpo.envs.airline.simulation.plans_common import CABIN_WORDS, report, route_text
+from agentgrpo.envs.airline.simulation.plans_common import CABIN_WORDS, reckon_sum, report, route_text
 
 
 def _cancel_refusal(reservation: dict[str, Any], reason: str | None) -> str:
@@ -43,7 +43,8 @@ def plan_cancel(o: OracleAgent) -> Script:
     if cancellation_rule(res, s.reason or "other") is None:
         yield from o.say(_cancel_refusal(res, s.reason))
         return
-    paid = sum(p["amount"] for p in res["payment_history"])
+    paid = yield from reckon_sum(o, [p["amount"] for p in res["payment_history"]],
+                                 "I add up the payments of the reservation.")
     if not (yield from o.confirm(f"Here is what I will do: cancel reservation {rid} "
                                  f"({route_text(res)}). The refund of ${paid} goes back to the "
                                  f"original payment methods within 5 to 7 business days.")):
@@ -53,11 +54,17 @@ def plan_cancel(o: OracleAgent) -> Script:
     done = f"Reservation {rid} is cancelled; the refund reaches your original payment " \
            f"methods within 5 to 7 business days."
     if s.reason == "delay" and compensation_eligible(profile["membership"], res):
-        amount = compensation_amount("delayed", len(res["passengers"]))
+        amount = yield from _reckon_certificate(o, "delayed", DELAYED_FLIGHT_CREDIT, len(res["passengers"]))
         yield from _offer_certificate(o, amount, DELAYED_FLIGHT_CREDIT,
                                       f"{done} Because your flight was delayed, I can")
         return
     yield from report(o, done)
+
+
+def _reckon_certificate(o: OracleAgent, kind: Literal["cancelled", "delayed"], per_passenger: int,
+                        passengers: int) -> Script:
+    return (yield from o.reckon(f"{per_passenger} * {passengers}", compensation_amount(kind, passengers),
+                                "I work out the certificate: the amount per passenger times the passengers."))
 
 
 def _offer_certificate(o: OracleAgent, amount: int, per_passenger: int, lead: str) -> Script:
@@ -79,6 +86,6 @@ def plan_compensation(o: OracleAgent) -> Script:
             f"{res['reservation_id']}: certificates are only for silver or gold members, trips "
             f"with travel insurance, or business cabins.")
         return
-    amount = compensation_amount("cancelled", len(res["passengers"]))
+    amount = yield from _reckon_certificate(o, "cancelled", CANCELLED_FLIGHT_CREDIT, len(res["passengers"]))
     yield from _offer_certificate(o, amount, CANCELLED_FLIGHT_CREDIT,
                                   "I'm sorry for the trouble. I can")

@@ -83,6 +83,24 @@ def ask_payment(o: OracleAgent, profile: dict, purpose: str) -> Script:
                      f"You have {methods_text(profile, allow_certificates=False)}.")
 
 
+def reckon_sum(o: OracleAgent, amounts: list[int], reason: str) -> Script:
+    """The sum of ``amounts`` (``OracleAgent.reckon``: calculated when there is something to add)."""
+    total = sum(amounts)
+    if len(amounts) < 2:
+        return total
+    return (yield from o.reckon(" + ".join(str(a) for a in amounts), total, reason))
+
+
+def reckon_split(o: OracleAgent, total: int, plan: list[dict[str, Any]], methods: dict[str, Any]) -> Script:
+    """A split payment's last method pays what the others leave of ``total`` unless it pays its
+    whole balance: that remainder is the one amount of ``plan`` that takes arithmetic."""
+    last = plan[-1]
+    if len(plan) < 2 or last["amount"] == methods[last["payment_id"]].get("amount"):
+        return
+    yield from o.reckon(" - ".join([str(total), *(str(p["amount"]) for p in plan[:-1])]), last["amount"],
+                        f"I work out what {last['payment_id']} pays after the other methods.")
+
+
 def report(o: OracleAgent, text: str) -> Script:
     """Tell the outcome and offer further help."""
     yield from o.say(f"{text} {CLOSING}")

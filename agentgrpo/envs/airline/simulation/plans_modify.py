@@ -41,7 +41,11 @@ def plan_change_flight(o: OracleAgent) -> Script:
     choice = pick_flight(results, s.flight_choices[0])
     yield from ask_payment(o, profile, "the price difference")
     payment_id = s.payment_ids[0]
-    difference = (choice["prices"][cabin] - leg["price"]) * len(res["passengers"])
+    travellers = len(res["passengers"])
+    difference = yield from o.reckon(
+        f"({choice['prices'][cabin]} - {leg['price']}) * {travellers}",
+        (choice["prices"][cabin] - leg["price"]) * travellers,
+        "I work out the price difference: new fare minus old fare, times the passengers.")
     flights = [{"flight_number": f["flight_number"], "date": f["date"]} for f in res["flights"]]
     flights[index] = {"flight_number": choice["flight_number"], "date": day}
     if not (yield from o.confirm(
@@ -70,8 +74,12 @@ def plan_change_cabin(o: OracleAgent) -> Script:
         prices.append(pick_flight(results, leg["flight_number"])["prices"][new])
     yield from ask_payment(o, profile, "the price difference")
     payment_id = s.payment_ids[0]
-    old_total = sum(f["price"] for f in res["flights"])
-    difference = (sum(prices) - old_total) * len(res["passengers"])
+    old_prices = [f["price"] for f in res["flights"]]
+    travellers = len(res["passengers"])
+    difference = yield from o.reckon(
+        f"({' + '.join(str(p) for p in prices)} - {' - '.join(str(p) for p in old_prices)}) * {travellers}",
+        (sum(prices) - sum(old_prices)) * travellers,
+        "I work out the price difference: new fares minus old fares, times the passengers.")
     flights = [{"flight_number": f["flight_number"], "date": f["date"]} for f in res["flights"]]
     if not (yield from o.confirm(
             f"Here is the change: move reservation {rid} from {CABIN_WORDS[res['cabin']]} to "
