@@ -156,7 +156,9 @@ class Domain(Protocol):
     a job will read exist: the jobs' preflight). A domain whose tools take ids may declare
     them as ``id_kinds`` (a sequence of ``agentgrpo.envs.delex.IdKind``), which
     ``env.delexicalise`` needs; one whose tools change its state may declare those as
-    ``write_tools`` (tool names), which the training log's write shares need.
+    ``write_tools`` (tool names), which the training log's write shares need. One whose user
+    answers confirmation requests by a rule may say why it declines one
+    (``confirmation_faults(task, text)``, which ``eval --writes`` reports).
     """
 
     name: str

@@ -12,7 +12,11 @@ episodes are left out. The report (``writes.json``, ``writes.md``) has:
 2. per failed write episode (the task's gold actions change the database, reward 0) one
    outcome class (``OUTCOMES``, first that applies), counted per family, with the median
    turn (assistant message, from 1) of the first write call and of the first rejected one;
-3. writes executed on tasks that need none (e.g. a cancel in a refusal family), per family.
+3. writes executed on tasks that need none (e.g. a cancel in a refusal family), per family;
+4. where the domain can say why its user declines a confirmation request (its optional
+   ``confirmation_faults(task, text)``: the airline's scripted user), the confirmation requests
+   of the failed write episodes and their faults (``missing <type>``, ``other <type>``, ``no
+   keyword``, ``missing name``), per family: a wrong total shows as ``other amount``.
 
 The classes after ``wrong_tool`` replay the episode's tool calls on a fresh database of its
 world. A delexicalised transcript's calls hold slots, not ids: with a scripted user the episode
@@ -27,7 +31,7 @@ import json
 import re
 import statistics
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +42,7 @@ from agentgrpo.rewards.messages import parse_messages
 
 if TYPE_CHECKING:
     from agentgrpo.envs.config import EnvConfig
+    from agentgrpo.envs.types import Task
     from agentgrpo.eval.tasks import EvalTask
     from agentgrpo.eval.types import EpisodeRecord
 
@@ -200,11 +205,18 @@ def _median(values: list[int]) -> float | None:
     return float(statistics.median(values)) if values else None
 
 
+ConfirmationFaults = Callable[["Task", str], "list[str] | None"]
+"""A domain's ``confirmation_faults``: why its user declines an agent message asking to confirm
+a write (empty: it would not), None when the message asks none or the task wants no write."""
+
+
 def analyse_writes(records: Sequence[EpisodeRecord], tasks: Mapping[str, EvalTask],
-                   write_tools: Collection[str], env: EnvConfig | None = None) -> dict[str, Any]:
+                   write_tools: Collection[str], env: EnvConfig | None = None,
+                   confirmation_faults: ConfirmationFaults | None = None) -> dict[str, Any]:
     """The report (see the module docstring) of ``records`` (aborted ones skipped), whose tasks
     ``tasks`` maps by id; a record of a task not there is a DataError. ``env``: the evaluation's
-    environment settings (without them a delexicalised episode is ``unreplayable``)."""
+    environment settings (without them a delexicalised episode is ``unreplayable``);
+    ``confirmation_faults``: the domain's, for the report's ``confirmations`` (None without)."""
     missing = sorted({r.task_id for r in records if r.task_id not in tasks})
     if missing:
         raise DataError(f"transcripts hold task(s) {missing[:3]} that the saved config does not evaluate")
@@ -220,7 +232,9 @@ def analyse_writes(records: Sequence[EpisodeRecord], tasks: Mapping[str, EvalTas
             "write_tools": sorted(write_tools),
             "tools": _per_tool(episodes, gold, write_tools),
             "failed_writes": _failed_writes(episodes),
-            "unneeded_writes": _unneeded_writes(episodes)}
+            "unneeded_writes": _unneeded_writes(episodes),
+            "confirmations": None if confirmation_faults is None else _confirmations(
+                [r for r, e in zip(finished, episodes) if e.outcome is not None], tasks, confirmation_faults)}
 
 
 def _per_tool(episodes: list[EpisodeWrites], gold: Counter[str], write_tools: Collection[str]) -> dict[str, Any]:
@@ -274,6 +288,29 @@ def _unneeded_writes(episodes: list[EpisodeWrites]) -> dict[str, Any]:
     return dict(sorted(by_family.items()))
 
 
+def _confirmations(failed: list[EpisodeRecord], tasks: Mapping[str, EvalTask],
+                   faults_of: ConfirmationFaults) -> dict[str, Any]:
+    """The confirmation requests of the failed write episodes ``failed``: how many, how many the user
+    would accept, and the faults of the others (each fault once per request), overall and per family."""
+    requests = accepted = 0
+    faults: Counter[str] = Counter()
+    by_family: dict[str, Counter[str]] = {}
+    for record in failed:
+        for message in record.messages:
+            if message.get("role") != "assistant" or message.get("tool_calls"):
+                continue
+            found = faults_of(tasks[record.task_id].task, str(message.get("content") or ""))
+            if found is None:
+                continue
+            requests += 1
+            accepted += not found
+            if found:
+                faults.update(found)
+                by_family.setdefault(record.family, Counter()).update(found)
+    return {"requests": requests, "accepted": accepted, "faults": dict(faults.most_common()),
+            "by_family": {family: dict(counts.most_common()) for family, counts in sorted(by_family.items())}}
+
+
 # ---- the evaluation directory ---------------------------------------------------------------
 def load_eval_dir(out_dir: str | Path) -> tuple[Any, list[EpisodeRecord], dict[str, EvalTask]]:
     """The saved config, the episode records and the evaluated tasks by id of an evaluation
@@ -289,13 +326,14 @@ def load_eval_dir(out_dir: str | Path) -> tuple[Any, list[EpisodeRecord], dict[s
 
 def analyse_eval_dir(out_dir: str | Path) -> dict[str, Any]:
     """The write report of an evaluation directory, also written there as writes.json and writes.md."""
-    from agentgrpo.envs.registry import write_tools
+    from agentgrpo.envs.registry import get_domain, write_tools
 
     config, records, tasks = load_eval_dir(out_dir)
     tools = write_tools(config.env)
     if tools is None:
         raise DataError(f"{config.env.domain!r} declares no write_tools: nothing says which of its calls write")
-    analysis = analyse_writes(records, tasks, tools, config.env)
+    faults = getattr(get_domain(config.env.domain), "confirmation_faults", None)
+    analysis = analyse_writes(records, tasks, tools, config.env, faults)
     report = {"eval_dir": str(out_dir), "policy": config.policy.init, **analysis}
     out = Path(out_dir)
     (out / WRITES_JSON).write_text(json.dumps(report, indent=2))
@@ -326,7 +364,25 @@ def writes_markdown(report: Mapping[str, Any]) -> str:
               f"{_number(failed['median_turn_first_write'])}; of the first rejected one: "
               f"{_number(failed['median_turn_first_rejected'])}.", ""]
     lines += _unneeded_table(report["unneeded_writes"])
+    lines += _confirmation_lines(report.get("confirmations"))
     return "\n".join(lines) + "\n"
+
+
+def _confirmation_lines(confirmations: Mapping[str, Any] | None) -> list[str]:
+    if confirmations is None:
+        return []
+    lines = ["", "## Confirmation requests in failed write episodes", "",
+             f"{confirmations['requests']} requests, {confirmations['accepted']} of them for a write the user "
+             f"wants. Why the user declines the others (a request may have several faults; **other X**: a "
+             f"value of X stated that the write does not have, e.g. a wrong total; **missing X**: one it "
+             f"has, not stated):", ""]
+    if not confirmations["faults"]:
+        return [*lines, "No fault."]
+    lines += ["| family | faults (count) |", "|---|---|"]
+    for family, counts in confirmations["by_family"].items():
+        lines.append(f"| {family} | {_cell('; '.join(f'{k} ({n})' for k, n in counts.items()))} |")
+    total = "; ".join(f"{k} ({n})" for k, n in confirmations["faults"].items())
+    return [*lines, f"| **all** | {_cell(total)} |"]
 
 
 def _outcome_table(failed: Mapping[str, Any]) -> list[str]:

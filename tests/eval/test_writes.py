@@ -140,3 +140,50 @@ def test_error_kinds_blank_values_and_keep_argument_names():
         "invalid arguments for book_reservation: argument 'passengers[i].first_name' must be a string"
     assert error_kind("Error: flight HAT001 not found on date 2024-05-15") == "flight … not found on date …"
     assert error_kind("Error: reservation not found") == "reservation not found"
+
+
+def test_confirmation_faults_say_why_the_user_declined(oracle_dir, tmp_path):
+    """A booking whose confirmation states a wrong total is declined for ``other amount``; the oracle's
+    own confirmation, ids as slots, is one the user accepts (slots go unchecked)."""
+    out = tmp_path / "declined"
+    shutil.copytree(oracle_dir, out)
+    records = []
+    for record in read_records(out / LOG_FILE):
+        if record.family == "book_round_trip":
+            messages = [dict(m) for m in record.messages]
+            ask = next(m for m in messages if m["role"] == "assistant" and "(yes/no)" in str(m.get("content")))
+            assert AIRLINE.confirmation_faults(_task(out, record.task_id), ask["content"]) == []
+            ask["content"] = ask["content"].replace("Total $", "Total $1") + " That is $7 more."
+            record = replace(record, reward=0.0, messages=messages)
+        elif record.family == "cancel_insured":
+            record = replace(record, reward=0.0, termination="max_turns",
+                             messages=delexicalise_messages(record.messages, AIRLINE.id_kinds))
+        records.append(record)
+    (out / LOG_FILE).write_text("".join(json.dumps(asdict(r)) + "\n" for r in records))
+
+    confirmations = analyse_eval_dir(out)["confirmations"]
+    assert confirmations == {"requests": 2, "accepted": 1, "faults": {"other amount": 1},
+                             "by_family": {"book_round_trip": {"other amount": 1}}}
+    assert "| book_round_trip | other amount (1) |" in (out / "writes.md").read_text()
+    assert analyse_eval_dir(oracle_dir)["confirmations"] == {"requests": 0, "accepted": 0, "faults": {},
+                                                             "by_family": {}}
+
+
+def test_confirmation_faults_of_the_airline_name_each_broken_rule(oracle_dir):
+    tasks = {t.task.family: t.task for t in eval_tasks(EvalConfig(policy="oracle", env=ENV, out_dir=str(oracle_dir)))}
+    cancel = tasks["cancel_insured"]
+    rid = cancel.actions[0].kwargs["reservation_id"]
+    faults = AIRLINE.confirmation_faults
+    assert faults(cancel, f"Here is what I will do: cancel reservation {rid}. Shall I proceed (yes/no)?") == []
+    assert faults(cancel, "Here is what I will do: cancel reservation 9ZZ9ZZ. Shall I proceed (yes/no)?") == \
+        ["missing reservation_id", "other reservation_id"]
+    assert faults(cancel, "Here is what I will do: cancel reservation <R2>. Shall I proceed (yes/no)?") == []
+    assert faults(cancel, f"I will change {rid}. Shall I proceed (yes/no)?") == ["no keyword"]
+    assert faults(cancel, f"Reservation {rid} is cancelled.") is None  # no request
+    wants_none = next(t for t in tasks.values() if not t.scenario.confirmations)  # e.g. a question
+    assert faults(wants_none, f"Cancel {rid}? Shall I proceed (yes/no)?") is None
+
+
+def _task(out, task_id):
+    return next(t.task for t in eval_tasks(EvalConfig(policy="oracle", env=ENV, out_dir=str(out)))
+                if t.task.task_id == task_id)

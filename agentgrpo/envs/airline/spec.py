@@ -6,14 +6,17 @@ oracle); ``AIRLINE`` is the instance ``BUILTIN_DOMAINS`` names.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from agentgrpo.envs.airline import factory
 from agentgrpo.envs.airline.core.domain import AirlineDomain
 from agentgrpo.envs.airline.core.environment import AirlineEnv
 from agentgrpo.envs.airline.core.tau_bench import check_tau_bench_dir
+from agentgrpo.envs.airline.simulation import dialogue
 from agentgrpo.envs.airline.simulation.oracle import OracleAgent
 from agentgrpo.envs.airline.simulation.plans import oracle_agent
+from agentgrpo.envs.airline.simulation.scenario import Scenario
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.delex import IdKind
 from agentgrpo.envs.registry import EnvBundle
@@ -29,6 +32,10 @@ AIRLINE_ID_KINDS: tuple[IdKind, ...] = (
 """What ``env.delexicalise`` replaces by slots in the airline: flight numbers, user ids, payment
 methods and reservation codes (τ-bench's shapes and the generator's). Slots per episode: a
 profile holds a few reservations and payment methods; searches list up to a few dozen flights."""
+
+
+_SLOT = re.compile(r"<[FUPR][1-9][0-9]*>")
+_ID_ENTITIES = ("reservation_id", "flight_number", "payment_id", "user_id")
 
 
 class AirlineDomainSpec:
@@ -56,6 +63,21 @@ class AirlineDomainSpec:
                  user_client: ChatClient | None = None, abort_on_endpoint_error: bool = False) -> AirlineEnv:
         return factory.make_env(bundle, task, config, user_seed, max_steps=max_steps, user_client=user_client,
                                 abort_on_endpoint_error=abort_on_endpoint_error)
+
+    def confirmation_faults(self, task: Task, text: str) -> list[str] | None:
+        """Why the agent message ``text``, a confirmation request, is not one the scripted user of
+        the generated ``task`` says yes to (``dialogue.confirmation_faults`` against the closest of
+        the writes it wants; empty: it would say yes). None when ``text`` asks no confirmation or
+        the user wants no write (a question, a transfer). Ids written as slots (a delexicalised transcript) go unchecked."""
+        if not dialogue.is_confirmation_request(text) or not isinstance(task.scenario, (dict, Scenario)):
+            return None
+        wanted = Scenario.of(task.scenario).confirmations
+        if not wanted:
+            return None
+        faults = min((dialogue.confirmation_faults(spec, text) for spec in wanted), key=len)
+        if _SLOT.search(text):
+            faults = [f for f in faults if f.split(" ", 1)[-1] not in _ID_ENTITIES]
+        return faults
 
     def oracle(self, bundle: EnvBundle, task: Task, config: EnvConfig) -> OracleAgent:
         return oracle_agent(bundle.domain, task, calculator=config.oracle_arithmetic == "calculator")

@@ -147,20 +147,30 @@ def confirmation_matches(spec: Confirmation, text: str) -> bool:
 
     A keyword of the action must appear; every required entity must be stated; for
     each entity type the spec mentions, no other value may be stated; every required
-    name must appear.
+    name must appear (``confirmation_faults`` lists what breaks these).
     """
+    return not confirmation_faults(spec, text)
+
+
+def confirmation_faults(spec: Confirmation, text: str) -> list[str]:
+    """Why ``text`` does not confirm ``spec``'s write, one fault per broken rule of
+    ``confirmation_matches``: ``no keyword``, ``missing <type>`` (a required value not stated),
+    ``other <type>`` (a value stated that the write does not have), ``missing name``. Empty:
+    it matches."""
     low = text.lower()
-    if not any(keyword in low for keyword in spec.keywords):
-        return False
+    faults = [] if any(keyword in low for keyword in spec.keywords) else ["no keyword"]
     found = extract_entities(text)
-    for kind, values in spec.required.items():
-        if not set(values) <= found.get(kind, set()):
-            return False
-    for kind in set(spec.required) | set(spec.allowed):
-        lawful = set(spec.required.get(kind, [])) | set(spec.allowed.get(kind, []))
-        if not found.get(kind, set()) <= lawful:
-            return False
-    return all(name.lower() in low for name in spec.names)
+    for kind in ENTITY_TYPES:
+        if kind not in spec.required and kind not in spec.allowed:
+            continue
+        required = set(spec.required.get(kind, []))
+        if not required <= found.get(kind, set()):
+            faults.append(f"missing {kind}")
+        if not found.get(kind, set()) <= required | set(spec.allowed.get(kind, [])):
+            faults.append(f"other {kind}")
+    if not all(name.lower() in low for name in spec.names):
+        faults.append("missing name")
+    return faults
 
 
 def outputs_stated(outputs: list[str], text: str) -> bool:
