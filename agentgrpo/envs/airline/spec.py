@@ -68,7 +68,8 @@ class AirlineDomainSpec:
         """Why the agent message ``text``, a confirmation request, is not one the scripted user of
         the generated ``task`` says yes to (``dialogue.confirmation_faults`` against the closest of
         the writes it wants; empty: it would say yes). None when ``text`` asks no confirmation or
-        the user wants no write (a question, a transfer). Ids written as slots (a delexicalised transcript) go unchecked."""
+        the user wants no write (a question, a transfer). Ids written as slots (a delexicalised
+        transcript) go unchecked."""
         if not dialogue.is_confirmation_request(text) or not isinstance(task.scenario, (dict, Scenario)):
             return None
         wanted = Scenario.of(task.scenario).confirmations

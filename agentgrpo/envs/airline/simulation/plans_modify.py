@@ -99,15 +99,20 @@ def plan_add_bags(o: OracleAgent) -> Script:
     res = yield from o.reservation("Which reservation is it, and how many checked bags would "
                                    "you like to add?")
     rid, added = res["reservation_id"], s.bags or 1
-    travellers = len(res["passengers"])
-    allowance = free_bags_per_passenger(profile["membership"], res["cabin"]) * travellers
-    total = res["total_baggages"] + added
-    nonfree = max(res["nonfree_baggages"], total - allowance)
-    fee = BAG_FEE * (nonfree - res["nonfree_baggages"])
+    travellers, per_passenger = len(res["passengers"]), free_bags_per_passenger(profile["membership"], res["cabin"])
     yield from ask_payment(o, profile, "the bag fees")
     payment_id = s.payment_ids[0]
-    cost = (f"{nonfree - res['nonfree_baggages']} of the new ones cost $50 each, ${fee} in "
-            f"total, charged to {payment_id}." if fee else
+    total = yield from o.reckon(f"{res['total_baggages']} + {added}", res["total_baggages"] + added,
+                                "I add the new bags to the bags the reservation has.")
+    allowance = yield from o.reckon(f"{per_passenger} * {travellers}", per_passenger * travellers,
+                                    "I work out the free bags: the membership's per passenger, times the passengers.")
+    nonfree = max(res["nonfree_baggages"], total - allowance)
+    paid = nonfree - res["nonfree_baggages"]
+    if paid:  # bags over the allowance that were not paid for already
+        paid = yield from o.reckon(f"{total} - {allowance} - {res['nonfree_baggages']}", paid,
+                                   "I work out the new bags over the free ones.")
+        fee = yield from o.reckon(f"{BAG_FEE} * {paid}", BAG_FEE * paid, "I work out the bag fee.")
+    cost = (f"{paid} of the new ones cost $50 each, ${fee} in total, charged to {payment_id}." if paid else
             f"the new ones are free (payment method {payment_id}).")
     if not (yield from o.confirm(
             f"Here is the change: add {bags_text(added)} to reservation {rid}, for a total of "
