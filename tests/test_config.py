@@ -80,6 +80,21 @@ def test_packaged_configs_and_the_quickstart_overrides_load():
     load_config(EvalConfig, QUICKSTART_DEFAULTS["eval"], defaults="eval.yaml")
 
 
+def test_the_smollm2_quickstart_preset_is_the_measured_recipe():
+    """Its stages load, and its SFT is the one docs/results/write-levers.md measured (runs/smol-calc.sh)."""
+    from agentgrpo.jobs.quickstart import PRESETS, grpo_overrides
+
+    sft = load_config(SFTConfig, PRESETS["smollm2"]["sft"], defaults="sft.yaml")
+    assert (sft.policy.init, sft.prompt_style, sft.env.train_worlds, sft.env.delexicalise, sft.env.oracle_arithmetic,
+            sft.data.demos_per_task, sft.trainer.epochs, sft.trainer.lr, sft.trainer.batch_size,
+            sft.policy.cpu_autocast) == ("smollm2-135m", "compact", 12, True, "calculator", 1, 2, 5e-5, 4, True)
+    grpo = load_config(GRPOConfig, ["experiment=joint", *grpo_overrides("joint", [], "smollm2")], defaults="grpo.yaml")
+    assert (grpo.trainer.micro_batch_size, grpo.trainer.old_logprobs, grpo.trainer.lr, grpo.policy.cpu_autocast,
+            grpo.trainer.group_size) == (1, "recompute", 2e-5, True, 8)
+    evaluation = load_config(EvalConfig, PRESETS["smollm2"]["eval"], defaults="eval.yaml")
+    assert evaluation.policy.cpu_autocast and evaluation.heldout_seed == 1 and evaluation.tasks_per_family == 9
+
+
 @pytest.mark.parametrize("estimator, agg, ok", [
     ("grpo", "seq-mean-token-sum", True),     # A/L, summed per sequence: GRPO's seq-mean-token-mean
     ("lata", "seq-mean-token-sum-norm", True),

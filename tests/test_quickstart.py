@@ -16,17 +16,20 @@ def test_split_overrides():
                    "eval": ["seed=1", "trials=1"]}
 
 
+SMALL = [
+    *SMALL_ENV_OVERRIDES,
+    "sft.env.train_worlds=2", "sft.trainer.epochs=1", "sft.progress=false", "grpo.env.train_worlds=2",
+    "grpo.trainer.steps=1", "grpo.trainer.tasks_per_step=2", "grpo.trainer.group_size=2",
+    "grpo.trainer.mini_batch_size=2", "grpo.trainer.micro_batch_size=2", "grpo.logging.progress=false",
+    "grpo.rollout.max_turns=2", "grpo.rollout.max_new_tokens=8",
+    "grpo.trainer.task_sampler=uniform", "grpo.trainer.dynamic_sampling=false", "grpo.trainer.val_tasks=2",
+    "eval.tasks_per_family=0", "eval.tasks_per_split=6", "eval.rollout.max_turns=2",
+    "eval.rollout.max_new_tokens=8",
+]
+
+
 def test_quickstart_writes_report_and_summary(tmp_path):
-    summary = run_quickstart(tmp_path, "joint", [
-        *SMALL_ENV_OVERRIDES,
-        "sft.env.train_worlds=2", "sft.trainer.epochs=1", "sft.progress=false", "grpo.env.train_worlds=2",
-        "grpo.trainer.steps=1", "grpo.trainer.tasks_per_step=2", "grpo.trainer.group_size=2",
-        "grpo.trainer.mini_batch_size=2", "grpo.trainer.micro_batch_size=2", "grpo.logging.progress=false",
-        "grpo.rollout.max_turns=2", "grpo.rollout.max_new_tokens=8",
-        "grpo.trainer.task_sampler=uniform", "grpo.trainer.dynamic_sampling=false", "grpo.trainer.val_tasks=2",
-        "eval.tasks_per_family=0", "eval.tasks_per_split=6", "eval.rollout.max_turns=2",
-        "eval.rollout.max_new_tokens=8",
-    ])
+    summary = run_quickstart(tmp_path, "joint", SMALL)
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["checkpoints"] == summary["checkpoints"]
     assert saved["wall_seconds"] > 0
@@ -59,3 +62,21 @@ def test_quickstart_writes_report_and_summary(tmp_path):
     curve = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in curve if "val/pass1" in r] == [0, 1]  # the learning curve starts at the SFT policy
     assert (tmp_path / "eval_grpo" / "transcripts.jsonl").is_file()
+
+    # killed while evaluating the GRPO checkpoint: --resume keeps both trainings and the finished episodes
+    weights = {name: next((tmp_path / name / "final").glob("*.safetensors")) for name in ("sft", "grpo")}
+    stamps = {name: path.stat().st_mtime_ns for name, path in weights.items()}
+    log = tmp_path / "eval_grpo" / "transcripts.jsonl"
+    episodes = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(episodes[:-4]))
+    (tmp_path / "eval_grpo" / "eval.json").unlink()
+    resumed = run_quickstart(tmp_path, "joint", SMALL, resume=True)
+    assert {name: path.stat().st_mtime_ns for name, path in weights.items()} == stamps
+    assert json.loads((tmp_path / "eval_grpo" / "eval.json").read_text())["resumed"] == len(episodes) - 4
+    assert resumed["checkpoints"]["grpo"]["pass^1"] == summary["checkpoints"]["grpo"]["pass^1"]
+    # killed while training GRPO (no checkpoint yet): it trains again, and its evaluation starts over
+    (tmp_path / "grpo" / "final" / "agentgrpo.json").unlink()
+    run_quickstart(tmp_path, "joint", SMALL, resume=True)
+    assert weights["sft"].stat().st_mtime_ns == stamps["sft"] and weights["grpo"].stat().st_mtime_ns != stamps["grpo"]
+    assert json.loads((tmp_path / "eval_grpo" / "eval.json").read_text())["resumed"] == 0
+    assert json.loads((tmp_path / "eval_sft" / "eval.json").read_text())["resumed"] == 12

