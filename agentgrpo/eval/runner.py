@@ -87,7 +87,7 @@ class EpisodeLog:
         self.save_messages = config.save_transcripts
         self.finished: dict[tuple[str, int], EpisodeRecord] = {}
         if resume:
-            _check_resume_config(self.out / CONFIG_FILE, to_dict(config))
+            _check_resume_config(self.out / CONFIG_FILE, to_dict(config), to_dict(type(config)()))
             wanted = {job.key for job in jobs}
             self.finished = {r.key: r for r in read_records(self.path) if not r.aborted and r.key in wanted}
         self.resumed = len(self.finished)
@@ -147,11 +147,13 @@ def read_eval_dir(out_dir: str | Path) -> tuple[EvalConfig, list[EpisodeRecord]]
     return config, read_records(out / LOG_FILE)
 
 
-def _check_resume_config(path: Path, config: dict[str, Any]) -> None:
+def _check_resume_config(path: Path, config: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """A resume plays on only with the saved settings (a key added since they were saved counts as
+    unchanged while it holds the schema's ``defaults``: the code did that before it existed)."""
     if not path.is_file():
         return
     saved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    changed = differing_keys(saved, config, may_change=RESUME_MAY_CHANGE)
+    changed = differing_keys(saved, config, may_change=RESUME_MAY_CHANGE, defaults=defaults)
     if changed:
         shown = ", ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in list(changed.items())[:6])
         raise ConfigError(f"--resume: the settings differ from the run in {path.parent} ({shown}); resume with the "
