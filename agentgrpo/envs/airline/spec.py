@@ -34,7 +34,8 @@ methods and reservation codes (τ-bench's shapes and the generator's). Slots per
 profile holds a few reservations and payment methods; searches list up to a few dozen flights."""
 
 
-_SLOT = re.compile(r"<[FUPR][1-9][0-9]*>")
+_SLOT = re.compile(rf"<[{''.join(kind.tag for kind in AIRLINE_ID_KINDS)}][1-9][0-9]*>")
+"""A slot of ``env.delexicalise`` (``<R1>``): an id the transcript does not show."""
 _ID_ENTITIES = ("reservation_id", "flight_number", "payment_id", "user_id")
 
 

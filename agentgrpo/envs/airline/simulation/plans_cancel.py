@@ -54,16 +54,15 @@ def plan_cancel(o: OracleAgent) -> Script:
     done = f"Reservation {rid} is cancelled; the refund reaches your original payment " \
            f"methods within 5 to 7 business days."
     if s.reason == "delay" and compensation_eligible(profile["membership"], res):
-        amount = yield from _reckon_certificate(o, "delayed", DELAYED_FLIGHT_CREDIT, len(res["passengers"]))
+        amount = yield from _reckon_certificate(o, "delayed", len(res["passengers"]))
         yield from _offer_certificate(o, amount, DELAYED_FLIGHT_CREDIT,
                                       f"{done} Because your flight was delayed, I can")
         return
     yield from report(o, done)
 
 
-def _reckon_certificate(o: OracleAgent, kind: Literal["cancelled", "delayed"], per_passenger: int,
-                        passengers: int) -> Script:
-    return (yield from o.reckon(f"{per_passenger} * {passengers}", compensation_amount(kind, passengers),
+def _reckon_certificate(o: OracleAgent, kind: Literal["cancelled", "delayed"], passengers: int) -> Script:
+    return (yield from o.reckon(f"{compensation_amount(kind, 1)} * {passengers}", compensation_amount(kind, passengers),
                                 "I work out the certificate: the amount per passenger times the passengers."))
 
 
@@ -86,6 +85,6 @@ def plan_compensation(o: OracleAgent) -> Script:
             f"{res['reservation_id']}: certificates are only for silver or gold members, trips "
             f"with travel insurance, or business cabins.")
         return
-    amount = yield from _reckon_certificate(o, "cancelled", CANCELLED_FLIGHT_CREDIT, len(res["passengers"]))
+    amount = yield from _reckon_certificate(o, "cancelled", len(res["passengers"]))
     yield from _offer_certificate(o, amount, CANCELLED_FLIGHT_CREDIT,
                                   "I'm sorry for the trouble. I can")
