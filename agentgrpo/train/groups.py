@@ -28,7 +28,7 @@ import agentgrpo
 from agentgrpo import metric_names as metric
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.types import Trajectory
-from agentgrpo.config import to_dict
+from agentgrpo.config import ConfigError, to_dict
 from agentgrpo.envs.registry import (
     VALIDATION_SPLIT,
     EnvBundle,
@@ -47,7 +47,7 @@ from agentgrpo.train.batch import Dropped, drop_unusable
 from agentgrpo.train.group_filter import groups_in_order, is_informative, outcomes_by_task
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.shared_rollouts import SharedRollouts, digest_files
-from agentgrpo.train.task_sampler import TaskRefill, derive_seed, make_task_sampler
+from agentgrpo.train.task_sampler import Strata, TaskRefill, derive_seed, is_write_task, make_task_sampler
 
 
 @dataclass
@@ -80,8 +80,14 @@ class GroupSampler:
         self.worlds = build_training_worlds(cfg.env, training=self.bundle)
         self.train_tasks = [task for world in self.worlds for task in world.tasks(t.task_splits)]
         self.world_of = {task.task_id: world for world in self.worlds for task in world.tasks(t.task_splits)}
+        self.write_tools = write_tools(cfg.env) or frozenset()
+        if t.write_task_share is not None and not self.write_tools:
+            raise ConfigError(f"trainer.write_task_share={t.write_task_share}: domain {cfg.env.domain!r} declares "
+                              "no write_tools, so no task is known to need a write; leave it null")
+        strata = None if t.write_task_share is None else Strata(t.write_task_share, self.write_tools)
         self.task_sampler = make_task_sampler(t.task_sampler, self.train_tasks, t.tasks_per_step, cfg.seed,
-                                              floor=t.frontier_floor, ema=t.frontier_ema, refill=task_refill)
+                                              floor=t.frontier_floor, ema=t.frontier_ema, refill=task_refill,
+                                              strata=strata)
         self.chat = ChatFormat(tokenizer, self.bundle.domain.tool_schemas(), self.bundle.domain.policy,
                                prompt_style=prompt_style)
         self.engine = RolloutEngine(model, self.chat, cfg.rollout)
@@ -121,7 +127,6 @@ class GroupSampler:
         dropped, drawn = Dropped(), set()
         kept_groups = filtered = informative = sampled_groups = generation_round = shared_rounds = 0
         by_kind = {True: [0, 0], False: [0, 0]}  # write task? -> [groups, informative]
-        writes = set(write_tools(self.config.env))
         for generation_round in range(rounds):
             clock = time.perf_counter()
             tasks = self.task_sampler.draw(step, generation_round, exclude=drawn)
@@ -142,7 +147,7 @@ class GroupSampler:
                 sampled_groups += 1
                 signal = is_informative(group, t.informative_by)
                 informative += signal
-                counts = by_kind[any(a.name in writes for a in task_by_id[group[0].task_id].actions)]
+                counts = by_kind[is_write_task(task_by_id[group[0].task_id], self.write_tools)]
                 counts[0] += 1
                 counts[1] += signal
                 if not t.dynamic_sampling:

@@ -85,6 +85,10 @@ class TrainerConfig:
     so saturated tasks are still revisited now and then."""
     frontier_ema: float = 0.5
     """Weight of the newest group in a task's success-rate EMA (1 = only the latest group)."""
+    write_task_share: float | None = None
+    """Stratify every round's draw: ``round(share × tasks_per_step)`` of its tasks are write tasks
+    (a gold action calls one of the domain's write tools), the rest are not, each drawn by
+    ``task_sampler`` within its stratum. None draws from the whole pool (the pool's own mix)."""
     task_splits: list[str] = field(default_factory=lambda: ["covered_seen", "uncovered_seen"])
     """Splits whose tasks are trained on (the seed trains on covered_seen + uncovered_seen)."""
     val_every: int = 0
@@ -146,6 +150,8 @@ class TrainerConfig:
         require(0 <= self.frontier_floor <= 0.25, "trainer.frontier_floor", self.frontier_floor,
                 "must be in [0, 0.25] (p(1-p) is at most 0.25)")
         require(0 < self.frontier_ema <= 1, "trainer.frontier_ema", self.frontier_ema, "must be in (0, 1]")
+        require(self.write_task_share is None or 0 <= self.write_task_share <= 1, "trainer.write_task_share",
+                self.write_task_share, "must be null or in [0, 1]")
         require(self.val_temperature >= 0, "trainer.val_temperature", self.val_temperature, "must be >= 0")
         unknown = [s for s in self.task_splits if s not in SPLIT_NAMES]
         require(bool(self.task_splits) and not unknown, "trainer.task_splits", self.task_splits,

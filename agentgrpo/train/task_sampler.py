@@ -19,13 +19,20 @@ The pool is the training split; ``refill(step)`` (a ``TaskRefill``) may add fres
 the start of each step — the hook for a domain that generates new training tasks. It must be
 a pure function of the step: a resumed run calls it again for the steps before the
 checkpoint to rebuild the same pool.
+
+``Strata`` (``trainer.write_task_share``) stratifies every round's draw by whether a task needs
+a write: ``round(share · k)`` of its ``k`` tasks come from the write tasks and the rest from
+the others, each drawn by the sampler's own rule within its stratum. A pool that happens to
+draw no write task in a step then still trains on some, so the gradient of the tasks that need
+no change (where "call no write tool" is what succeeds) cannot be the whole step.
 """
 from __future__ import annotations
 
 import math
 import random
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentgrpo import metric_names as metric
@@ -40,6 +47,37 @@ MAX_LEARNABILITY = 0.25
 """p(1−p) at p = 1/2: the weight of a task never tried (an optimistic prior)."""
 
 
+def is_write_task(task: Task, write_tools: Collection[str]) -> bool:
+    """Whether the task's gold actions call a write tool (its solution changes the state)."""
+    return any(action.name in write_tools for action in task.actions)
+
+
+@dataclass(frozen=True)
+class Strata:
+    """``trainer.write_task_share``: each round draws ``quota(k)`` write tasks and ``k − quota(k)`` others."""
+
+    write_share: float
+    write_tools: frozenset[str]
+
+    def quota(self, k: int) -> int:
+        """How many of ``k`` tasks are write tasks (rounded half to even, as Python's round)."""
+        return round(self.write_share * k)
+
+    def split(self, tasks: list[Task]) -> tuple[list[Task], list[Task]]:
+        """(write tasks, the others), each in pool order."""
+        write = [task for task in tasks if is_write_task(task, self.write_tools)]
+        ids = {task.task_id for task in write}
+        return write, [task for task in tasks if task.task_id not in ids]
+
+    def check(self, tasks: list[Task], k: int) -> None:
+        """A ValueError naming ``trainer.write_task_share`` when a stratum with a quota has no task."""
+        write, other = self.split(tasks)
+        for name, pool, quota in (("write", write, self.quota(k)), ("no-write", other, k - self.quota(k))):
+            if quota and not pool:
+                raise ValueError(f"trainer.write_task_share={self.write_share} asks for {quota} {name} task(s) "
+                                 f"a round, but the training pool of {len(tasks)} tasks has no {name} task")
+
+
 def derive_seed(*parts: Any) -> int:
     """A stable 63-bit seed from parts (Python's hash() is salted per process)."""
     return random.Random(":".join(map(str, parts))).getrandbits(63)
@@ -48,10 +86,10 @@ def derive_seed(*parts: Any) -> int:
 class TaskSchedule:
     """Which tasks step s trains on: epoch-wise seeded permutations, a pure function of s."""
 
-    def __init__(self, tasks: list, tasks_per_step: int, seed: int):
-        if not tasks:
+    def __init__(self, tasks: list, tasks_per_step: int, seed: int, name: str = "tasks"):
+        if not tasks and tasks_per_step:
             raise ValueError("no training tasks: check trainer.task_splits and env.splits")
-        self.tasks, self.k, self.seed = tasks, tasks_per_step, seed
+        self.tasks, self.k, self.seed, self.name = tasks, tasks_per_step, seed, name
 
     def for_step(self, step: int) -> list:
         n = len(self.tasks)
@@ -59,24 +97,34 @@ class TaskSchedule:
         for position in range(step * self.k, (step + 1) * self.k):
             epoch, index = divmod(position, n)
             order = list(range(n))
-            random.Random(derive_seed("tasks", self.seed, epoch)).shuffle(order)
+            random.Random(derive_seed(self.name, self.seed, epoch)).shuffle(order)
             picked.append(self.tasks[order[index]])
         return picked
 
 
 class UniformSampler:
-    """``trainer.task_sampler=uniform``: the schedule's tasks in round 0, uniform draws after."""
+    """``trainer.task_sampler=uniform``: the schedule's tasks in round 0, uniform draws after.
+    With ``strata``, round 0 is one schedule per stratum (write tasks first)."""
 
-    def __init__(self, tasks: list[Task], tasks_per_step: int, seed: int):
-        self.schedule = TaskSchedule(tasks, tasks_per_step, seed)
-        self.tasks, self.k, self.seed = tasks, tasks_per_step, seed
+    def __init__(self, tasks: list[Task], tasks_per_step: int, seed: int, strata: Strata | None = None):
+        if not tasks:
+            raise ValueError("no training tasks: check trainer.task_splits and env.splits")
+        if strata is None:
+            self.schedules = [TaskSchedule(tasks, tasks_per_step, seed)]
+        else:
+            strata.check(tasks, tasks_per_step)
+            write, other = strata.split(tasks)
+            quota = strata.quota(tasks_per_step)
+            self.schedules = [TaskSchedule(write, quota, seed, name="tasks:write"),
+                              TaskSchedule(other, tasks_per_step - quota, seed, name="tasks:no_write")]
+        self.tasks, self.k, self.seed, self.strata = tasks, tasks_per_step, seed, strata
 
     def draw(self, step: int, generation_round: int, exclude: Iterable[str] = ()) -> list[Task]:
         """``tasks_per_step`` tasks for one generation round of ``step``; later rounds avoid ``exclude`` (ids)."""
         if generation_round == 0:
-            return self.schedule.for_step(step)
+            return [task for schedule in self.schedules for task in schedule.for_step(step)]
         rng = random.Random(derive_seed("tasks", self.seed, step, generation_round))
-        return _fill(rng, self.tasks, self.k, set(exclude), key=lambda _: rng.random())
+        return _fill(rng, self.tasks, self.k, set(exclude), key=lambda _: rng.random(), strata=self.strata)
 
     def observe(self, outcomes: dict[str, list[float]]) -> None:
         """Nothing to learn: the uniform draws do not depend on results."""
@@ -101,10 +149,13 @@ class FrontierSampler:
     """
 
     def __init__(self, tasks: list[Task], tasks_per_step: int, seed: int, *, floor: float, ema: float,
-                 refill: TaskRefill | None = None):
+                 refill: TaskRefill | None = None, strata: Strata | None = None):
         if not tasks:
             raise ValueError("no training tasks: check trainer.task_splits and env.splits")
+        if strata is not None:
+            strata.check(tasks, tasks_per_step)
         self.k, self.seed, self.floor, self.ema, self.refill = tasks_per_step, seed, floor, ema, refill
+        self.strata = strata
         self.pool: dict[str, Task] = {}
         self._add(tasks)
         self.stats: dict[str, tuple[float, int]] = {}  # task id → (success EMA p, groups observed)
@@ -139,7 +190,7 @@ class FrontierSampler:
         rng = random.Random(derive_seed("frontier", self.seed, step, generation_round))
         # Efraimidis–Spirakis: the k largest u^(1/w) are a weighted draw without replacement
         return _fill(rng, list(self.pool.values()), self.k, set(exclude),
-                     key=lambda task: rng.random() ** (1.0 / self.weight(task.task_id)))
+                     key=lambda task: rng.random() ** (1.0 / self.weight(task.task_id)), strata=self.strata)
 
     def observe(self, outcomes: dict[str, list[float]]) -> None:
         """Fold each group's outcomes (task id → the finite outcome rewards of its episodes) into p."""
@@ -183,17 +234,30 @@ class FrontierSampler:
 TaskSampler = UniformSampler | FrontierSampler
 
 
-def _fill(rng: random.Random, tasks: list[Task], k: int, exclude: set[str], key: Callable[[Task], float]) -> list[Task]:
+def _fill(rng: random.Random, tasks: list[Task], k: int, exclude: set[str], key: Callable[[Task], float],
+          strata: Strata | None = None) -> list[Task]:
     """The ``k`` tasks with the largest ``key``, preferring those not in ``exclude``; when the pool
-    is smaller than ``k`` it is drawn again (a task may then have two groups in a step)."""
+    is smaller than ``k`` it is drawn again (a task may then have two groups in a step). With
+    ``strata``: the ``quota(k)`` best write tasks, then the ``k − quota(k)`` best others."""
     keys = [key(task) for task in tasks]  # one key per task, in pool order: a function of the rng alone
-    ranked = sorted(range(len(tasks)), key=lambda i: (tasks[i].task_id in exclude, -keys[i], i))
+    if strata is None:
+        return _best(list(range(len(tasks))), tasks, keys, k, exclude)
+    write = {task.task_id for task in strata.split(tasks)[0]}
+    quota = strata.quota(k)
+    return (_best([i for i, task in enumerate(tasks) if task.task_id in write], tasks, keys, quota, exclude)
+            + _best([i for i, task in enumerate(tasks) if task.task_id not in write], tasks, keys, k - quota, exclude))
+
+
+def _best(indices: list[int], tasks: list[Task], keys: list[float], k: int, exclude: set[str]) -> list[Task]:
+    ranked = sorted(indices, key=lambda i: (tasks[i].task_id in exclude, -keys[i], i))
     return [tasks[ranked[i % len(ranked)]] for i in range(k)]
 
 
 def make_task_sampler(kind: SamplerKind, tasks: list[Task], tasks_per_step: int, seed: int, *,
-                      floor: float = 0.05, ema: float = 0.5, refill: TaskRefill | None = None) -> TaskSampler:
-    """The sampler ``trainer.task_sampler`` names (``refill`` only matters to ``frontier``)."""
+                      floor: float = 0.05, ema: float = 0.5, refill: TaskRefill | None = None,
+                      strata: Strata | None = None) -> TaskSampler:
+    """The sampler ``trainer.task_sampler`` names (``refill`` only matters to ``frontier``), its draws
+    stratified by ``strata`` when given."""
     if kind == "frontier":
-        return FrontierSampler(tasks, tasks_per_step, seed, floor=floor, ema=ema, refill=refill)
-    return UniformSampler(tasks, tasks_per_step, seed)
+        return FrontierSampler(tasks, tasks_per_step, seed, floor=floor, ema=ema, refill=refill, strata=strata)
+    return UniformSampler(tasks, tasks_per_step, seed, strata=strata)

@@ -10,11 +10,18 @@ import pytest
 from helpers import SMALL_ENV_OVERRIDES
 
 from agentgrpo.config import ConfigError, load_config
-from agentgrpo.envs.types import Task
+from agentgrpo.envs.types import Action, Task
 from agentgrpo.tracking import read_metrics
 from agentgrpo.train.grpo import GRPOTrainer
 from agentgrpo.train.grpo_config import GRPOConfig
-from agentgrpo.train.task_sampler import FrontierSampler, TaskSchedule, UniformSampler, make_task_sampler
+from agentgrpo.train.task_sampler import (
+    FrontierSampler,
+    Strata,
+    TaskSchedule,
+    UniformSampler,
+    is_write_task,
+    make_task_sampler,
+)
 
 
 def tasks(*ids: str) -> list[Task]:
@@ -76,6 +83,90 @@ def test_refill_adds_fresh_tasks_and_a_restored_sampler_rebuilds_the_same_pool()
     without_refill = FrontierSampler(tasks("a", "b"), 2, seed=0, floor=0.05, ema=0.5)
     with pytest.raises(ConfigError, match="task pool differs"):
         without_refill.load_state_dict(state, step=3)
+
+
+WRITES = frozenset({"cancel_reservation", "book_reservation"})
+
+
+def mixed_pool() -> list[Task]:
+    """Three write tasks (w0-w2) and five that need no change (r0-r4), interleaved."""
+    def task(task_id: str, *tools: str) -> Task:
+        return Task(task_id=task_id, user_id="u", instruction="", actions=[Action(tool) for tool in tools])
+    return [task("r0", "get_user_details"), task("w0", "get_user_details", "cancel_reservation"), task("r1"),
+            task("r2", "search_direct_flight"), task("w1", "book_reservation"), task("r3"), task("r4"),
+            task("w2", "get_reservation_details", "cancel_reservation")]
+
+
+def is_write(drawn: list[Task]) -> list[bool]:
+    return [is_write_task(t, WRITES) for t in drawn]
+
+
+def test_strata_quota_rounds_the_share_of_k():
+    assert [Strata(share, WRITES).quota(4) for share in (0.0, 0.1, 0.25, 0.5, 0.6, 1.0)] == [0, 0, 1, 2, 2, 4]
+    write, other = Strata(0.5, WRITES).split(mixed_pool())
+    assert [t.task_id for t in write] == ["w0", "w1", "w2"]
+    assert [t.task_id for t in other] == ["r0", "r1", "r2", "r3", "r4"]
+
+
+@pytest.mark.parametrize("kind", ["uniform", "frontier"])
+def test_stratified_draws_hold_the_write_quota_in_every_round(kind):
+    strata = Strata(0.5, WRITES)  # 2 of 4: the pool's own share is 3/8
+    sampler = make_task_sampler(kind, mixed_pool(), 4, seed=1, strata=strata)
+    for step in range(12):
+        first = sampler.draw(step, 0)
+        assert is_write(first) == [True, True, False, False]
+        if kind == "frontier":  # (the uniform schedule may repeat a task across an epoch's end)
+            assert len({t.task_id for t in first}) == 4  # distinct within each stratum
+        again = sampler.draw(step, 1, exclude={t.task_id for t in first})
+        assert is_write(again) == [True, True, False, False]
+        fresh = [t.task_id for t in again if t.task_id not in {u.task_id for u in first}]
+        assert len(fresh) >= 3  # 1 write task and all 3 others not yet drawn come first
+        sampler.observe({t.task_id: [1.0, 0.0] for t in first})
+
+
+def test_stratified_uniform_round_zero_is_one_schedule_per_stratum():
+    sampler = UniformSampler(mixed_pool(), 4, seed=2, strata=Strata(0.25, WRITES))
+    write, other = Strata(0.25, WRITES).split(mixed_pool())
+    by_stratum = (TaskSchedule(write, 1, seed=2, name="tasks:write"),
+                  TaskSchedule(other, 3, seed=2, name="tasks:no_write"))
+    for step in range(6):
+        assert sampler.draw(step, 0) == [*by_stratum[0].for_step(step), *by_stratum[1].for_step(step)]
+    # an epoch of each stratum: every write task once in 3 steps, every other task once in 5 steps of 3
+    assert sorted(t.task_id for s in range(3) for t in sampler.draw(s, 0)[:1]) == ["w0", "w1", "w2"]
+    assert Counter(t.task_id for s in range(5) for t in sampler.draw(s, 0)[1:]) == dict.fromkeys(
+        ["r0", "r1", "r2", "r3", "r4"], 3)
+
+
+def test_stratified_frontier_draws_follow_the_weights_within_each_stratum():
+    sampler = FrontierSampler(mixed_pool(), 2, seed=4, floor=0.02, ema=1.0, strata=Strata(0.5, WRITES))
+    sampler.observe({"w0": [1, 1], "w1": [1, 0], "w2": [0, 0], "r0": [1, 1], "r1": [1, 1], "r2": [1, 1],
+                     "r3": [1, 1], "r4": [1, 0]})
+    counts = Counter(t.task_id for step in range(2000) for t in sampler.draw(step, 0))
+    assert sum(counts[w] for w in ("w0", "w1", "w2")) == 2000  # one write task a draw, always
+    # within the write stratum, weights 0.02 : 0.25 : 0.02 → w1 drawn 0.25 / 0.29 of the time
+    assert counts["w1"] / 2000 == pytest.approx(0.25 / 0.29, abs=0.03)
+    assert counts["r4"] / 2000 == pytest.approx(0.25 / 0.33, abs=0.03)  # 0.25 against four at 0.02
+
+
+def test_a_stratum_with_a_quota_and_no_task_is_refused_naming_the_key():
+    reads = [t for t in mixed_pool() if not is_write_task(t, WRITES)]
+    for kind in ("uniform", "frontier"):
+        with pytest.raises(ValueError, match="trainer.write_task_share=0.5 asks for 1 write task"):
+            make_task_sampler(kind, reads, 2, seed=0, strata=Strata(0.5, WRITES))
+    assert is_write(make_task_sampler("uniform", reads, 2, seed=0, strata=Strata(0.0, WRITES)).draw(0, 0)) == [
+        False, False]  # share 0: the write stratum is never asked for
+    with pytest.raises(ConfigError, match="trainer.write_task_share"):
+        load_config(GRPOConfig, ["trainer.write_task_share=1.5"], defaults="grpo.yaml")
+
+
+def test_the_trainer_draws_its_airline_tasks_by_the_write_share(tiny_policy_dir, tmp_path):
+    trainer = GRPOTrainer(frontier_config(tiny_policy_dir, tmp_path / "run", 1, "trainer.tasks_per_step=4",
+                                          "trainer.mini_batch_size=8", "trainer.write_task_share=0.75"))
+    writes = trainer.groups.write_tools
+    assert {"book_reservation", "cancel_reservation"} <= writes
+    for step in range(5):
+        drawn = trainer.groups.task_sampler.draw(step, 0)
+        assert [is_write_task(t, writes) for t in drawn] == [True, True, True, False]
 
 
 def frontier_config(policy_dir, run_dir, steps: int, *overrides: str) -> GRPOConfig:
