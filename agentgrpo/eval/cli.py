@@ -3,7 +3,9 @@
 With ``env.source=tau_bench`` the τ-bench layer (``configs/eval_tau_bench.yaml``: 30
 turns, an LLM user sampled as τ-bench samples it) goes over ``configs/eval.yaml`` before
 the ``--config`` file and the overrides. ``--writes DIR`` evaluates nothing: it reports
-why an earlier evaluation's write tasks failed (``agentgrpo.eval.writes``). ``--decisions``
+why an earlier evaluation's write tasks failed (``agentgrpo.eval.writes``). ``--likelihood DIR``
+evaluates nothing either: it teacher-forces DIR's successful episodes under ``--baseline`` and
+``--policy`` and says which turns' likelihood moved (``agentgrpo.eval.likelihood``). ``--decisions``
 plays the oracle instead and scores the policy's turn at each of its steps
 (``agentgrpo.eval.decisions``).
 """
@@ -38,6 +40,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="evaluate nothing: report why the write tasks of the evaluation in DIR failed (per "
                              "write tool: attempted, executed, gold calls, errors; each failed write episode's "
                              "outcome class; writes on tasks that need none) into DIR/writes.md and writes.json")
+    parser.add_argument("--likelihood", metavar="DIR",
+                        help="evaluate nothing: teacher-force the successful episodes of the evaluation in DIR "
+                             "under --baseline and --policy (float32) and report, per turn kind (write call, "
+                             "read call, reply), how their log-likelihood moved, into --out (default DIR)/"
+                             "likelihood.md and likelihood.json")
+    parser.add_argument("--baseline", metavar="CHECKPOINT",
+                        help="with --likelihood: the policy before (e.g. the SFT checkpoint GRPO started from)")
+    parser.add_argument("--all-episodes", action="store_true",
+                        help="with --likelihood: read every episode, not only the successful ones")
+    parser.add_argument("--max-episodes", type=int, metavar="N",
+                        help="with --likelihood: read the first N episodes chosen")
     parser.add_argument("--decisions", action="store_true",
                         help="play no episode of the policy: at every assistant turn of the oracle's episodes on "
                              "the evaluated tasks, decode the policy's turn after the oracle's conversation so far "
@@ -85,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.writes:
         return _writes_report(args.writes)
+    if args.likelihood:
+        return _likelihood_report(args)
     overrides = list(args.overrides)
     for flag, key in ((args.policy, "policy"), (args.trials, "trials"), (args.out, "out_dir")):
         if flag is not None:
@@ -124,6 +139,22 @@ def _writes_report(eval_dir: str) -> int:
     report = analyse_eval_dir(eval_dir)
     print(writes_markdown(report))
     print(f"written to {eval_dir}/ ({WRITES_MD}, {WRITES_JSON})")
+    return 0
+
+
+def _likelihood_report(args: argparse.Namespace) -> int:
+    """``--likelihood DIR``: how ``--policy`` moved the likelihood of DIR's episodes from ``--baseline``."""
+    from agentgrpo.config import ConfigError
+    from agentgrpo.eval.likelihood import LIKELIHOOD_JSON, LIKELIHOOD_MD, analyse_likelihood, likelihood_markdown
+
+    if not args.baseline or not args.policy:
+        raise ConfigError("--likelihood needs --baseline (the policy before) and --policy (the policy after)")
+    if args.max_episodes is not None and args.max_episodes < 1:
+        raise ConfigError(f"--max-episodes must be >= 1, got {args.max_episodes}")
+    report = analyse_likelihood(args.likelihood, args.baseline, args.policy, out_dir=args.out,
+                                successful_only=not args.all_episodes, max_episodes=args.max_episodes)
+    print(likelihood_markdown(report))
+    print(f"written to {args.out or args.likelihood}/ ({LIKELIHOOD_MD}, {LIKELIHOOD_JSON})")
     return 0
 
 
