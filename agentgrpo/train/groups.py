@@ -87,7 +87,7 @@ class GroupSampler:
         strata = None if t.write_task_share is None else Strata(t.write_task_share, self.write_tools)
         self.task_sampler = make_task_sampler(t.task_sampler, self.train_tasks, t.tasks_per_step, cfg.seed,
                                               floor=t.frontier_floor, ema=t.frontier_ema, refill=task_refill,
-                                              strata=strata)
+                                              strata=strata, frontier_by=t.frontier_by)
         self.chat = ChatFormat(tokenizer, self.bundle.domain.tool_schemas(), self.bundle.domain.policy,
                                prompt_style=prompt_style)
         self.engine = RolloutEngine(model, self.chat, cfg.rollout)

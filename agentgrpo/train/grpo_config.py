@@ -85,6 +85,9 @@ class TrainerConfig:
     so saturated tasks are still revisited now and then."""
     frontier_ema: float = 0.5
     """Weight of the newest group in a task's success-rate EMA (1 = only the latest group)."""
+    frontier_by: Literal["task", "family"] = "task"
+    """Whose success rate a frontier weight reads: the task's own, or its family's (every group of
+    a family updates one EMA, so a task never tried weighs what its family's groups showed)."""
     write_task_share: float | None = None
     """Stratify every round's draw: ``round(share × tasks_per_step)`` of its tasks are write tasks
     (a gold action calls one of the domain's write tools), the rest are not, each drawn by

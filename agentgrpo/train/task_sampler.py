@@ -40,6 +40,7 @@ from agentgrpo.config import ConfigError
 from agentgrpo.envs.types import Task
 
 SamplerKind = Literal["uniform", "frontier"]
+FrontierKey = Literal["task", "family"]
 TaskRefill = Callable[[int], list[Task]]
 """Fresh training tasks for a step (called once per step, before its first draw); a pure function of the step."""
 
@@ -146,19 +147,25 @@ class FrontierSampler:
     ``p ← (1 − ema)·p + ema·mean``); a task never tried weighs ``MAX_LEARNABILITY``. A round
     draws ``tasks_per_step`` distinct tasks without replacement (Efraimidis–Spirakis keys
     ``u^(1/w)``), preferring tasks not yet drawn in the step.
+
+    ``by="family"`` pools the statistics of a family's tasks (``trainer.frontier_by``): one
+    group tells the weight of every task of its family, so a large pool of fresh tasks, most
+    never tried, is still drawn by what the policy can learn, not uniformly.
     """
 
     def __init__(self, tasks: list[Task], tasks_per_step: int, seed: int, *, floor: float, ema: float,
-                 refill: TaskRefill | None = None, strata: Strata | None = None):
+                 refill: TaskRefill | None = None, strata: Strata | None = None, by: FrontierKey = "task"):
         if not tasks:
             raise ValueError("no training tasks: check trainer.task_splits and env.splits")
         if strata is not None:
             strata.check(tasks, tasks_per_step)
+        if by not in ("task", "family"):
+            raise ValueError(f"trainer.frontier_by must be 'task' or 'family', got {by!r}")
         self.k, self.seed, self.floor, self.ema, self.refill = tasks_per_step, seed, floor, ema, refill
-        self.strata = strata
+        self.strata, self.by = strata, by
         self.pool: dict[str, Task] = {}
         self._add(tasks)
-        self.stats: dict[str, tuple[float, int]] = {}  # task id → (success EMA p, groups observed)
+        self.stats: dict[str, tuple[float, int]] = {}  # task id (or family) → (success EMA p, groups observed)
         self._refilled_through = -1
 
     def _add(self, tasks: list[Task]) -> None:
@@ -175,11 +182,16 @@ class FrontierSampler:
             self._refilled_through += 1
             self._add(self.refill(self._refilled_through))
 
+    def stats_key(self, task_id: str) -> str:
+        """Where a task's statistics are kept: its id, or with ``by="family"`` its family."""
+        return self.pool[task_id].family if self.by == "family" and task_id in self.pool else task_id
+
     def weight(self, task_id: str) -> float:
-        """``max(p(1−p), floor)``; ``MAX_LEARNABILITY`` for a task never tried."""
-        if task_id not in self.stats:
+        """``max(p(1−p), floor)``; ``MAX_LEARNABILITY`` for a task (or family) never tried."""
+        key = self.stats_key(task_id)
+        if key not in self.stats:
             return MAX_LEARNABILITY
-        p = self.stats[task_id][0]
+        p = self.stats[key][0]
         return max(p * (1.0 - p), self.floor)
 
     def weights(self) -> dict[str, float]:
@@ -198,16 +210,16 @@ class FrontierSampler:
             values = [v for v in values if math.isfinite(v)]
             if not values:
                 continue
-            mean = statistics.fmean(values)
-            if task_id in self.stats:
-                p, n = self.stats[task_id]
-                self.stats[task_id] = ((1.0 - self.ema) * p + self.ema * mean, n + 1)
+            mean, key = statistics.fmean(values), self.stats_key(task_id)
+            if key in self.stats:
+                p, n = self.stats[key]
+                self.stats[key] = ((1.0 - self.ema) * p + self.ema * mean, n + 1)
             else:
-                self.stats[task_id] = (mean, 1)
+                self.stats[key] = (mean, 1)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"kind": "frontier", "pool": list(self.pool),
-                "stats": {task_id: list(value) for task_id, value in self.stats.items()}}
+        return {"kind": "frontier", "by": self.by, "pool": list(self.pool),
+                "stats": {key: list(value) for key, value in self.stats.items()}}
 
     def load_state_dict(self, state: dict[str, Any], step: int) -> None:
         """Restore the statistics saved after ``step`` steps, rebuilding the pool by refilling up to it."""
@@ -215,16 +227,20 @@ class FrontierSampler:
         if state.get("kind") != "frontier":
             raise ConfigError(f"trainer.task_sampler=frontier, but the checkpoint holds {state.get('kind')!r} "
                               "sampler state: start a new run_dir")
+        if state.get("by", "task") != self.by:  # (checkpoints from before frontier_by kept task statistics)
+            raise ConfigError(f"trainer.frontier_by={self.by}, but the checkpoint's sampler kept statistics by "
+                              f"{state.get('by', 'task')}: resume with the same setting")
         if state["pool"] != list(self.pool):
             raise ConfigError("trainer.task_sampler=frontier: the task pool differs from the checkpoint's "
                               f"({len(state['pool'])} saved, {len(self.pool)} now): the refill must be a pure "
                               "function of the step, and trainer.task_splits / env.splits unchanged")
-        self.stats = {task_id: (float(p), int(n)) for task_id, (p, n) in state["stats"].items()}
+        self.stats = {key: (float(p), int(n)) for key, (p, n) in state["stats"].items()}
 
     def metrics(self) -> dict[str, float]:
         """``sampler/``: pool size, share never tried, share above the floor (the frontier), mean p of tried."""
         weights = self.weights()
-        tried = [self.stats[task_id][0] for task_id in self.pool if task_id in self.stats]
+        keys = [self.stats_key(task_id) for task_id in self.pool]
+        tried = [self.stats[key][0] for key in keys if key in self.stats]  # per pool task
         return {metric.SAMPLER_POOL_TASKS: float(len(self.pool)),
                 metric.SAMPLER_UNTRIED_FRAC: 1.0 - len(tried) / len(self.pool),
                 metric.SAMPLER_FRONTIER_FRAC: sum(w > self.floor for w in weights.values()) / len(self.pool),
@@ -255,9 +271,10 @@ def _best(indices: list[int], tasks: list[Task], keys: list[float], k: int, excl
 
 def make_task_sampler(kind: SamplerKind, tasks: list[Task], tasks_per_step: int, seed: int, *,
                       floor: float = 0.05, ema: float = 0.5, refill: TaskRefill | None = None,
-                      strata: Strata | None = None) -> TaskSampler:
+                      strata: Strata | None = None, frontier_by: FrontierKey = "task") -> TaskSampler:
     """The sampler ``trainer.task_sampler`` names (``refill`` only matters to ``frontier``), its draws
     stratified by ``strata`` when given."""
     if kind == "frontier":
-        return FrontierSampler(tasks, tasks_per_step, seed, floor=floor, ema=ema, refill=refill, strata=strata)
+        return FrontierSampler(tasks, tasks_per_step, seed, floor=floor, ema=ema, refill=refill, strata=strata,
+                               by=frontier_by)
     return UniformSampler(tasks, tasks_per_step, seed, strata=strata)

@@ -41,6 +41,28 @@ def test_frontier_weights_are_learnability_with_a_floor_and_an_optimistic_prior(
     assert sampler.stats["e"] == (1.0, 1)
 
 
+def test_frontier_by_family_pools_a_familys_groups_into_one_rate():
+    pool = [Task(task_id=i, user_id="u", instruction="", actions=[], family=i[0]) for i in ("a1", "a2", "b1", "c1")]
+    sampler = FrontierSampler(pool, 2, seed=0, floor=0.05, ema=0.5, by="family")
+    sampler.observe({"a1": [1, 0, 0, 0], "c1": [1, 1]})
+    # a2 was never tried, but its family's one group says p = 1/4 → 3/16; c: p = 1 → the floor; b untried → 1/4
+    assert sampler.weights() == pytest.approx({"a1": 0.1875, "a2": 0.1875, "b1": 0.25, "c1": 0.05})
+    sampler.observe({"a2": [1, 1, 1, 1]})  # the family's EMA: (1/4 + 1)/2
+    assert sampler.stats == {"a": (0.625, 2), "c": (1.0, 1)}
+    metrics = sampler.metrics()
+    assert metrics["sampler/untried_frac"] == 0.25 and metrics["sampler/success_mean"] == pytest.approx(
+        (0.625 + 0.625 + 1.0) / 3)
+    state = json.loads(json.dumps(sampler.state_dict()))
+    restored = FrontierSampler(pool, 2, seed=0, floor=0.05, ema=0.5, by="family")
+    restored.load_state_dict(state, step=1)
+    assert restored.weights() == sampler.weights() and restored.draw(1, 0) == sampler.draw(1, 0)
+    with pytest.raises(ConfigError, match="trainer.frontier_by=task"):
+        FrontierSampler(pool, 2, seed=0, floor=0.05, ema=0.5).load_state_dict(state, step=1)
+    by_task = FrontierSampler(pool, 2, seed=0, floor=0.05, ema=0.5)
+    by_task.load_state_dict({"kind": "frontier", "pool": [t.task_id for t in pool], "stats": {"a1": [0.5, 1]}}, 1)
+    assert by_task.weight("a1") == 0.25  # a checkpoint from before frontier_by: statistics by task
+
+
 def test_frontier_draws_follow_the_weights_and_prefer_tasks_not_yet_drawn():
     sampler = FrontierSampler(tasks("solved", "frontier", "failed"), 1, seed=3, floor=0.02, ema=1.0)
     sampler.observe({"solved": [1, 1], "frontier": [1, 0], "failed": [0, 0]})
