@@ -103,12 +103,14 @@ class EnvConfig:
     ``agentgrpo.json``; off for a model without one)."""
     compat: Literal["tau_bench", "fixed"] | None = None
     """Tool semantics: τ-bench's quirks or τ²-bench's fixes; None = the source's default."""
-    oracle_arithmetic: Literal["stated", "calculator"] = "stated"
+    oracle_arithmetic: Literal["stated", "calculator", "quoted"] = "stated"
     """How the domain's oracle (demonstrations, ``agent=oracle``, ``eval --decisions``' labels) gets
     the prices and sums it states: ``stated``, worked out silently as a human agent would, or
     ``calculator``, one ``calculate`` call per sum whose expression holds only numbers already in
     the conversation, its result then stated (a small policy copies operands far more reliably
-    than it adds them: docs/results/write-levers.md). A domain without arithmetic ignores it."""
+    than it adds them: docs/results/write-levers.md), or ``quoted``, the calculator and each
+    operand looked up in a table (a chosen flight's fare) also stated where it was looked up, so
+    the sum copies it from one sentence. A domain without arithmetic ignores it."""
     world: WorldConfig = field(default_factory=WorldConfig)
     splits: SplitConfig = field(default_factory=SplitConfig)
     user: UserConfig = field(default_factory=UserConfig)

@@ -119,14 +119,18 @@ def test_replaying_a_delexicalised_demonstration_solves_the_task(delex_demos):
     _replay_demonstrations(*delex_demos)
 
 
-def test_calculator_demonstrations_through_the_config_replay_too():
-    """``env.oracle_arithmetic=calculator`` reaches the demonstrations: the oracle's sums are
-    ``calculate`` calls, and those transcripts replay through ``DelexEnv`` like the others."""
-    config = EnvConfig(train_worlds=2, delexicalise=True, oracle_arithmetic="calculator")
+@pytest.mark.parametrize("arithmetic", ["calculator", "quoted"])
+def test_calculator_demonstrations_through_the_config_replay_too(arithmetic):
+    """``env.oracle_arithmetic=calculator`` (and ``quoted``) reaches the demonstrations: the oracle's
+    sums are ``calculate`` calls, and those transcripts replay through ``DelexEnv`` like the others;
+    a quoted fare names its flight as a slot."""
+    config = EnvConfig(train_worlds=2, delexicalise=True, oracle_arithmetic=arithmetic)
     worlds = build_training_worlds(config)
     demos = collect_demonstrations(worlds, config, ["covered_seen", "uncovered_seen"], 1, 0)
     calculated = [d for d in demos if '"calculate"' in json.dumps(d.messages)]
     assert len(calculated) >= 10 and all(d.reward == 1.0 for d in demos)
+    quotes = re.findall(r"The fare of (\S+) in", json.dumps([d.messages for d in demos]))
+    assert (len(quotes) >= 5 and all(re.fullmatch(r"<F\d+>", q) for q in quotes)) == (arithmetic == "quoted")
     _replay_demonstrations(config, worlds, calculated)
 
 

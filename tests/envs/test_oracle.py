@@ -250,3 +250,48 @@ def test_calculator_booking_total_by_hand():
     with pytest.raises(StopIteration) as done:
         next(silent)
     assert done.value.value == 342
+
+
+# ---- the quoted oracle (env.oracle_arithmetic=quoted) -----------------------------------------
+_QUOTE = re.compile(r"The fare of (<?\w+>?) in ([a-z ]+) is \$(\d+)\.")
+
+
+@pytest.fixture(scope="module")
+def quoted():
+    domain = generate_domain(0, n_tasks=322)
+    return domain, [run_episode(AirlineEnv(domain, task, ScriptedUser(task, seed=0)),
+                                oracle_agent(domain, task, calculator=True, quote_fares=True)) for task in domain.tasks]
+
+
+def test_quoted_oracle_makes_the_calculator_oracles_moves(calculated, quoted):
+    (_, calc), (_, quote) = calculated, quoted
+    assert [e.reward for e in quote] == [e.reward for e in calc]
+    for a, b in zip(calc, quote):  # the same tool calls, and as many messages (a quote opens one)
+        assert [x for x in a.actions if x.name != "respond"] == [x for x in b.actions if x.name != "respond"]
+        assert len(a.actions) == len(b.actions), a.task_id
+    said = sum(bool(_QUOTE.search(m.get("content") or "")) for e in quote for m in e.messages)
+    assert said >= 50 and not any(_QUOTE.search(m.get("content") or "") for e in calc for m in e.messages)
+
+
+def test_a_booking_total_copies_only_quoted_fares(quoted):
+    """Every number of a booking's total is a fare the oracle quoted earlier, a count or a fee."""
+    _, episodes = quoted
+    totals = 0
+    for episode in episodes:
+        if not episode.family.startswith("book_"):
+            continue
+        quoted_fares: list[str] = []
+        for message in episode.messages:
+            if message["role"] != "assistant":
+                continue
+            quoted_fares += [m.group(3) for m in _QUOTE.finditer(message.get("content") or "")]
+            for call in message.get("tool_calls", []):
+                arguments = json.loads(call["function"]["arguments"])
+                if call["function"]["name"] == "calculate" and "fares" in (message.get("content") or ""):
+                    totals += 1
+                    numbers = set(_NUMBER.findall(arguments["expression"]))
+                    fares = numbers - {"30", "50"} - {str(n) for n in range(1, 10)}
+                    assert fares <= set(quoted_fares), (episode.task_id, arguments["expression"], quoted_fares)
+                if call["function"]["name"] == "book_reservation":
+                    assert len(quoted_fares) == len(arguments["flights"])  # one quote per leg
+    assert totals >= 20

@@ -88,6 +88,9 @@ def register(subparsers: Any) -> None:
     oracle.add_argument("--calculator", action="store_true",
                         help="the oracle gets every sum it states from the calculate tool "
                              "(env.oracle_arithmetic=calculator)")
+    oracle.add_argument("--quoted", action="store_true",
+                        help="as --calculator, and each chosen flight's fare stated where it was looked up "
+                             "(env.oracle_arithmetic=quoted)")
     oracle.add_argument("--out", default=None, help="write every transcript to this JSONL")
     oracle.set_defaults(func=cmd_oracle)
 
@@ -262,7 +265,8 @@ def cmd_oracle(args: argparse.Namespace) -> int:
         for task in domain.tasks:
             env = AirlineEnv(domain, task, ScriptedUser(task, seed=args.user_seed),
                              max_steps=args.max_steps)
-            result = run_episode(env, oracle_agent(domain, task, calculator=args.calculator))
+            result = run_episode(env, oracle_agent(domain, task, calculator=args.calculator or args.quoted,
+                                                            quote_fares=args.quoted))
             rewards[task.family].append(result.reward)
             if out:
                 out.write(json.dumps(result.to_dict()) + "\n")

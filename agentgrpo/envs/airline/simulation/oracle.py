@@ -59,9 +59,11 @@ class OracleAgent:
     tool call; the message itself for a respond action).
     """
 
-    def __init__(self, domain: Any, task: Task, plans: Mapping[str, Plan], calculator: bool = False) -> None:
+    def __init__(self, domain: Any, task: Task, plans: Mapping[str, Plan], calculator: bool = False,
+                 quote_fares: bool = False) -> None:
         self.domain = domain
-        self.calculator = calculator
+        self.calculator, self.quote_fares = calculator, quote_fares
+        self._quote = ""  # what the next message or tool-call reason opens with (``quote``)
         self.task = task
         self.scenario = Scenario.of(task.scenario)
         self.plan = plans[self.scenario.intent]
@@ -87,14 +89,24 @@ class OracleAgent:
             yield Move(Action.respond(CLOSING))
 
     # ---- building blocks used by the plans -------------------------------------------
+    def quote(self, text: str) -> None:
+        """With ``quote_fares``: open the next message or tool-call reason with ``text`` (a value a
+        later sum needs, said where it was looked up); without, nothing."""
+        if self.quote_fares:
+            self._quote += text + " "
+
+    def _quoted(self, text: str) -> str:
+        text, self._quote = self._quote + text, ""
+        return text
+
     def say(self, text: str) -> Script:
         """Send a message; returns the user's reply."""
-        reply = yield Move(Action.respond(text))
+        reply = yield Move(Action.respond(self._quoted(text)))
         return reply
 
     def call(self, name: str, kwargs: dict[str, Any], reason: str) -> Script:
         """Make one tool call; returns the observation (an error aborts the dialogue)."""
-        observation = yield Move(Action(name, kwargs), reason)
+        observation = yield Move(Action(name, kwargs), self._quoted(reason))
         if is_error_observation(observation):
             raise Abort(f"The tool {name} failed with: {observation}")
         return observation

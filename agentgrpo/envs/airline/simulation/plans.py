@@ -38,7 +38,8 @@ PLANS: dict[str, Plan] = {
 }
 
 
-def oracle_agent(domain: Any, task: Task, calculator: bool = False) -> OracleAgent:
+def oracle_agent(domain: Any, task: Task, calculator: bool = False, quote_fares: bool = False) -> OracleAgent:
     """The oracle for a generated ``task``, following the plan of its scenario's intent;
-    ``calculator``: it gets every sum it states from the ``calculate`` tool."""
-    return OracleAgent(domain, task, PLANS, calculator=calculator)
+    ``calculator``: it gets every sum it states from the ``calculate`` tool; ``quote_fares``: it
+    states a chosen flight's fare where it looked it up (``quote_fare``)."""
+    return OracleAgent(domain, task, PLANS, calculator=calculator, quote_fares=quote_fares)

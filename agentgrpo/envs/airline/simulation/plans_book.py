@@ -26,6 +26,7 @@ from agentgrpo.envs.airline.simulation.plans_common import (
     bags_text,
     options_text,
     pick_flight,
+    quote_fare,
     reckon_split,
     reckon_sum,
     report,
@@ -49,6 +50,7 @@ def plan_book(o: OracleAgent) -> Script:
             f"I search direct flights from {origin} to {destination} on {day}.")
         yield from o.say(options_text(results, cabin, origin, destination, day))
         chosen.append({**pick_flight(results, number), "date": day})
+        quote_fare(o, chosen[-1], cabin)
     yield from o.say("Please give me the first name, last name and date of birth of each "
                      "passenger.")
     yield from o.say("How many checked bags will you bring, and would you like travel "

@@ -68,6 +68,12 @@ def options_text(results: list[dict[str, Any]], cabin: str, origin: str, destina
             f"{'; '.join(lines)}. Which flight would you like?")
 
 
+def quote_fare(o: OracleAgent, flight: dict[str, Any], cabin: str) -> None:
+    """With ``env.oracle_arithmetic=quoted``: the oracle's next words open with the chosen flight's
+    fare, so the sum that needs it copies it from one sentence, not from a search result's table."""
+    o.quote(f"The fare of {flight['flight_number']} in {CABIN_WORDS[cabin]} is ${flight['prices'][cabin]}.")
+
+
 # ---- steps every plan takes ---------------------------------------------------------
 def pick_flight(results: list[dict[str, Any]], number: str) -> dict[str, Any]:
     """The search result the user chose; a choice not among them aborts the dialogue."""

@@ -18,6 +18,7 @@ from agentgrpo.envs.airline.simulation.plans_common import (
     money_text,
     options_text,
     pick_flight,
+    quote_fare,
     report,
 )
 
@@ -39,6 +40,7 @@ def plan_change_flight(o: OracleAgent) -> Script:
         f"I search direct flights from {leg['origin']} to {leg['destination']} on {day}.")
     yield from o.say(options_text(results, cabin, leg["origin"], leg["destination"], day))
     choice = pick_flight(results, s.flight_choices[0])
+    quote_fare(o, choice, cabin)
     yield from ask_payment(o, profile, "the price difference")
     payment_id = s.payment_ids[0]
     travellers = len(res["passengers"])
@@ -71,7 +73,9 @@ def plan_change_cabin(o: OracleAgent) -> Script:
         results = yield from o.read("search_direct_flight", {
             "origin": leg["origin"], "destination": leg["destination"], "date": leg["date"]},
             f"I look up today's {CABIN_WORDS[new]} price of {leg['flight_number']}.")
-        prices.append(pick_flight(results, leg["flight_number"])["prices"][new])
+        found = pick_flight(results, leg["flight_number"])
+        quote_fare(o, found, new)
+        prices.append(found["prices"][new])
     yield from ask_payment(o, profile, "the price difference")
     payment_id = s.payment_ids[0]
     old_prices = [f["price"] for f in res["flights"]]
