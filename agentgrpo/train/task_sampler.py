@@ -71,11 +71,11 @@ class Strata:
         return write, [task for task in tasks if task.task_id not in ids]
 
     def check(self, tasks: list[Task], k: int) -> None:
-        """A ValueError naming ``trainer.write_task_share`` when a stratum with a quota has no task."""
+        """A ConfigError naming ``trainer.write_task_share`` when a stratum with a quota has no task."""
         write, other = self.split(tasks)
         for name, pool, quota in (("write", write, self.quota(k)), ("no-write", other, k - self.quota(k))):
             if quota and not pool:
-                raise ValueError(f"trainer.write_task_share={self.write_share} asks for {quota} {name} task(s) "
+                raise ConfigError(f"trainer.write_task_share={self.write_share} asks for {quota} {name} task(s) "
                                  f"a round, but the training pool of {len(tasks)} tasks has no {name} task")
 
 
@@ -160,7 +160,7 @@ class FrontierSampler:
         if strata is not None:
             strata.check(tasks, tasks_per_step)
         if by not in ("task", "family"):
-            raise ValueError(f"trainer.frontier_by must be 'task' or 'family', got {by!r}")
+            raise ConfigError(f"trainer.frontier_by must be 'task' or 'family', got {by!r}")
         self.k, self.seed, self.floor, self.ema, self.refill = tasks_per_step, seed, floor, ema, refill
         self.strata, self.by = strata, by
         self.pool: dict[str, Task] = {}

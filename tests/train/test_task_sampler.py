@@ -173,7 +173,7 @@ def test_stratified_frontier_draws_follow_the_weights_within_each_stratum():
 def test_a_stratum_with_a_quota_and_no_task_is_refused_naming_the_key():
     reads = [t for t in mixed_pool() if not is_write_task(t, WRITES)]
     for kind in ("uniform", "frontier"):
-        with pytest.raises(ValueError, match="trainer.write_task_share=0.5 asks for 1 write task"):
+        with pytest.raises(ConfigError, match="trainer.write_task_share=0.5 asks for 1 write task"):
             make_task_sampler(kind, reads, 2, seed=0, strata=Strata(0.5, WRITES))
     assert is_write(make_task_sampler("uniform", reads, 2, seed=0, strata=Strata(0.0, WRITES)).draw(0, 0)) == [
         False, False]  # share 0: the write stratum is never asked for
