@@ -73,17 +73,19 @@ def assistant_kinds(messages: Sequence[Mapping[str, Any]], write_tools: Collecti
 
 
 def turn_logprobs(model: Any, input_ids: list[int], spans: list[tuple[int, int]]) -> list[float]:
-    """The summed log-probability of the tokens of each ``[start, end)`` span, teacher-forced."""
+    """The summed log-probability of the tokens of each ``[start, end)`` span, teacher-forced in
+    float32 by the training forward (``PolicyForward``: the vocabulary projected only at the spans)."""
     import torch
 
-    from agentgrpo.algos.logprob import logprobs_from_logits
-    from agentgrpo.policy.device import model_device
+    from agentgrpo.policy.forward import PolicyForward
 
-    ids = torch.tensor([input_ids], device=model_device(model))
+    ids = torch.tensor([input_ids])
+    scored = torch.zeros_like(ids, dtype=torch.bool)
+    for start, end in spans:
+        scored[0, start:end] = True
     with torch.no_grad():
-        logits = model(input_ids=ids[:, :-1]).logits
-        token_lp = logprobs_from_logits(logits, ids[:, 1:], chunk_size=1024)[0]  # token t+1 given ≤ t
-    return [float(token_lp[start - 1 : end - 1].sum()) for start, end in spans]
+        token_lp = PolicyForward(model, autocast=False).token_logprobs(ids, torch.ones_like(ids), scored).logprobs[0]
+    return [float(token_lp[start:end].sum()) for start, end in spans]
 
 
 def episode_changes(records: Sequence[Any], chat: Any, before: torch.nn.Module, after: torch.nn.Module,

@@ -64,11 +64,12 @@ class Strata:
         """How many of ``k`` tasks are write tasks (rounded half to even, as Python's round)."""
         return round(self.write_share * k)
 
+    def is_write(self, task: Task) -> bool:
+        return is_write_task(task, self.write_tools)
+
     def split(self, tasks: list[Task]) -> tuple[list[Task], list[Task]]:
         """(write tasks, the others), each in pool order."""
-        write = [task for task in tasks if is_write_task(task, self.write_tools)]
-        ids = {task.task_id for task in write}
-        return write, [task for task in tasks if task.task_id not in ids]
+        return [t for t in tasks if self.is_write(t)], [t for t in tasks if not self.is_write(t)]
 
     def check(self, tasks: list[Task], k: int) -> None:
         """A ConfigError naming ``trainer.write_task_share`` when a stratum with a quota has no task."""
@@ -258,10 +259,10 @@ def _fill(rng: random.Random, tasks: list[Task], k: int, exclude: set[str], key:
     keys = [key(task) for task in tasks]  # one key per task, in pool order: a function of the rng alone
     if strata is None:
         return _best(list(range(len(tasks))), tasks, keys, k, exclude)
-    write = {task.task_id for task in strata.split(tasks)[0]}
+    write = [strata.is_write(task) for task in tasks]
     quota = strata.quota(k)
-    return (_best([i for i, task in enumerate(tasks) if task.task_id in write], tasks, keys, quota, exclude)
-            + _best([i for i, task in enumerate(tasks) if task.task_id not in write], tasks, keys, k - quota, exclude))
+    return (_best([i for i in range(len(tasks)) if write[i]], tasks, keys, quota, exclude)
+            + _best([i for i in range(len(tasks)) if not write[i]], tasks, keys, k - quota, exclude))
 
 
 def _best(indices: list[int], tasks: list[Task], keys: list[float], k: int, exclude: set[str]) -> list[Task]:
