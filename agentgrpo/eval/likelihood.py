@@ -154,6 +154,7 @@ def analyse_likelihood(eval_dir: str | Path, baseline: str, policy: str, *, out_
     from agentgrpo.eval.runner import read_eval_dir
     from agentgrpo.policy.device import resolve_device
     from agentgrpo.policy.hf import load_policy, read_agent_config
+    from agentgrpo.policy.source import resolve_policy_source
 
     config, records = read_eval_dir(eval_dir)
     tools = write_tools(config.env)
@@ -164,6 +165,8 @@ def analyse_likelihood(eval_dir: str | Path, baseline: str, policy: str, *, out_
         chosen = chosen[:max_episodes]
     if not chosen:
         raise DataError(f"{eval_dir}: no {'successful ' if successful_only else ''}episode with messages to read")
+    for source, key in ((baseline, "--baseline"), (policy, "--policy")):
+        resolve_policy_source(source, key)  # a missing checkpoint is named before anything is read
     styles = {read_agent_config(p)["prompt_style"] for p in (baseline, policy)}
     if len(styles) > 1:
         raise ConfigError(f"--baseline and --policy render prompts differently ({sorted(styles)}): "
