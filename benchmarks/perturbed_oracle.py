@@ -24,16 +24,20 @@ import argparse
 import json
 import random
 import string
+import sys
 from pathlib import Path
 from typing import Any
 
-from agentgrpo.envs.episode import run_episode
-from agentgrpo.envs.registry import build_env, domain_oracle, make_env
-from agentgrpo.envs.types import Action
-from agentgrpo.eval.cli import load_eval_config
-from agentgrpo.eval.runner import episode_jobs
-from agentgrpo.eval.tasks import eval_tasks
-from agentgrpo.train.task_sampler import derive_seed
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agentgrpo.envs.episode import run_episode  # noqa: E402
+from agentgrpo.envs.registry import build_env, domain_oracle, make_env  # noqa: E402
+from agentgrpo.envs.types import Action  # noqa: E402
+from agentgrpo.eval.cli import load_eval_config  # noqa: E402
+from agentgrpo.eval.runner import episode_jobs  # noqa: E402
+from agentgrpo.eval.tasks import eval_tasks  # noqa: E402
+from agentgrpo.train.task_sampler import derive_seed  # noqa: E402
+from benchmarks._common import bench  # noqa: E402
 
 FAULTS = ("malformed", "repeat", "bad_id", "wrong_value", "transfer")
 ID_ARGUMENTS = ("reservation_id", "user_id", "payment_id", "flight_number")
@@ -140,6 +144,7 @@ def main() -> None:
             log.write(json.dumps({"task_id": job.task.task_id, "trial": job.trial, "reward": result.reward,
                                   "aborted": False, "messages": result.messages, "faults": agent.faults}) + "\n")
     print(f"{len(jobs)} episodes, {successes} successes, rate {args.rate}: {args.out / 'transcripts.jsonl'}")
+    bench("perturbed_oracle_success_rate", successes / len(jobs), "info")
 
 
 if __name__ == "__main__":
