@@ -110,6 +110,9 @@ LOSS_PG = "loss/pg"
 LOSS_KL = "loss/kl"
 LOSS_LLDS = "loss/llds"
 LOSS_ENTROPY = "loss/entropy"
+LOSS_DEMO_NLL = "loss/demo_nll"
+"""Token-mean NLL of the demonstrations an update replays (``trainer.demo_coef``; unscaled, not in
+``loss/total``)."""
 
 # ---- perf/: seconds per phase of a step, and throughput
 PERF_ROLLOUT_S = "perf/rollout_s"

@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from agentgrpo import metric_names as metric
+from agentgrpo.agent.masking import SFTExample
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.algos import get_advantage_estimator, grpo_objective, llds_loss, preserve_token_count
 from agentgrpo.config import to_dict, to_yaml
@@ -45,11 +46,13 @@ from agentgrpo.progress import progress_bar
 from agentgrpo.tracking import make_tracker
 from agentgrpo.train.batch import RolloutBatch, collate
 from agentgrpo.train.checkpoint import load_trainer_state, restore_training_state, save_checkpoint
+from agentgrpo.train.demo_replay import DemoReplay, demo_write_tools
 from agentgrpo.train.groups import GroupSampler
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 from agentgrpo.train.resume import resume_checkpoint
 from agentgrpo.train.rollout_metrics import rollout_metrics
+from agentgrpo.train.sft import nll_backward
 from agentgrpo.train.step_plan import UpdatePlan, disable_dropout, logprob_change, plan_updates
 from agentgrpo.train.task_sampler import TaskRefill, derive_seed
 
@@ -81,6 +84,7 @@ class GRPOTrainer:
         self.reference = self._load_reference(getattr(torch, cfg.policy.dtype))
         self.agent_config = read_agent_config(cfg.policy.init)
         self.groups = GroupSampler(cfg, self.model, self.tokenizer, self.agent_config["prompt_style"], task_refill)
+        self.demo_replay = self._demo_replay() if t.demo_coef > 0 else None
         self.forward = PolicyForward(self.model, compile=t.compile, autocast=cfg.policy.autocast_devices)
         self.reference_forward = (PolicyForward(self.reference, autocast=cfg.policy.autocast_devices)
                                   if self.reference is not None else None)
@@ -114,6 +118,15 @@ class GRPOTrainer:
         reference, _ = load_policy(self.config.policy.init, dtype=dtype, device=self.device)  # LoRA: merged
         reference.requires_grad_(False)
         return reference.eval()
+
+    def _demo_replay(self) -> DemoReplay:
+        """``trainer.demo_coef``'s demonstrations: the oracle's, of the training tasks (or their write
+        tasks), in the policy's view, no longer than an episode may grow."""
+        cfg, t = self.config, self.config.trainer
+        return DemoReplay.collect(self.groups.worlds, cfg.env, t.task_splits, self.groups.chat,
+                                  only_write=demo_write_tools(t.demo_tasks, self.groups.write_tools),
+                                  batch_size=t.demo_batch_size, max_length=cfg.rollout.max_total_tokens,
+                                  seed=cfg.seed)
 
     # ---------------------------------------------------------------------------- loop
     def train(self) -> Path:
@@ -176,7 +189,7 @@ class GRPOTrainer:
         timings[metric.PERF_OLD_LOGPROB_S] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        metrics = {**adv_metrics, **self.update(batch, plan, fill_first=bool(deferred))}
+        metrics = {**adv_metrics, **self.update(batch, plan, fill_first=bool(deferred), step=step)}
         timings[metric.PERF_UPDATE_S] = time.perf_counter() - clock
         if self.config.trainer.lld_diagnostic:
             clock = time.perf_counter()
@@ -230,17 +243,21 @@ class GRPOTrainer:
         else:
             batch.ref_logprobs = self._batch_logprobs(self.reference_forward, batch, plan.micro_batches)
 
-    def update(self, batch: RolloutBatch, plan: UpdatePlan, fill_first: bool = False) -> dict[str, float]:
+    def update(self, batch: RolloutBatch, plan: UpdatePlan, fill_first: bool = False,
+               step: int = 0) -> dict[str, float]:
         """``ppo_epochs`` passes over the planned mini-batches, one optimizer step each; returns
         loss metrics averaged over them (``algo/grad_norm_max``: the largest pre-clip norm).
         ``fill_first``: the first mini-batch's old log-probs were deferred
-        (``compute_old_logprobs``); its forward, before any step, supplies them."""
+        (``compute_old_logprobs``); its forward, before any step, supplies them. ``step`` seeds
+        which demonstrations each update replays (``trainer.demo_coef``)."""
         sums: dict[str, float] = {}
         grad_norms = []
         for epoch in range(self.config.trainer.ppo_epochs):
             for index, micro_batches in enumerate(plan.mini_batches):
                 first = fill_first and epoch == 0 and index == 0
-                update = self._mini_batch_update(batch, micro_batches, fill_old=first)
+                number = epoch * len(plan.mini_batches) + index
+                demos = self.demo_replay.draw(step, number) if self.demo_replay is not None else None
+                update = self._mini_batch_update(batch, micro_batches, fill_old=first, demos=demos)
                 grad_norms.append(update[metric.ALGO_GRAD_NORM])
                 for key, value in update.items():
                     sums[key] = sums.get(key, 0.0) + value
@@ -249,10 +266,11 @@ class GRPOTrainer:
         return metrics
 
     def _mini_batch_update(self, batch: RolloutBatch, micro_batches: list[list[int]],
-                           fill_old: bool = False) -> dict[str, float]:
+                           fill_old: bool = False, demos: list[SFTExample] | None = None) -> dict[str, float]:
         """One optimizer step on ``grpo_objective``, accumulated over the mini-batch's micro-batches.
         ``fill_old``: the weights are still the behaviour policy's, so each micro-batch's own
-        log-probs are its old ones (and the reference's, see ``compute_old_logprobs``)."""
+        log-probs are its old ones (and the reference's, see ``compute_old_logprobs``). ``demos``:
+        the demonstrations whose token-mean NLL, × ``trainer.demo_coef``, joins this step's gradient."""
         algo, t = self.config.algo, self.config.trainer
         rows = [row for micro in micro_batches for row in micro]
         mask = batch.response_mask[rows]
@@ -281,6 +299,9 @@ class GRPOTrainer:
                 share = len(micro_rows) / len(rows)
                 for key, value in parts.items():  # loss/* add up over micro-batches; algo/* are row shares
                     metrics[key] = metrics.get(key, 0.0) + (value if key.startswith("loss/") else share * value)
+            if demos:
+                metrics[metric.LOSS_DEMO_NLL], _ = nll_backward(self.forward, demos, t.micro_batch_size,
+                                                                self.groups.chat.pad_token_id, scale=t.demo_coef)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.max_grad_norm))
         skip = t.skip_zero_grad_steps and grad_norm == 0.0
         metrics[metric.ALGO_GRAD_NORM], metrics[metric.ALGO_SKIPPED_STEP_FRAC] = grad_norm, float(skip)

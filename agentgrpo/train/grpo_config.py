@@ -92,6 +92,17 @@ class TrainerConfig:
     """Stratify every round's draw: ``round(share × tasks_per_step)`` of its tasks are write tasks
     (a gold action calls one of the domain's write tools), the rest are not, each drawn by
     ``task_sampler`` within its stratum. None draws from the whole pool (the pool's own mix)."""
+    demo_coef: float = 0.0
+    """Weight of a demonstration term in every update: ``demo_coef`` × the token-mean NLL of
+    ``demo_batch_size`` oracle demonstrations of the training tasks (as SFT saw them), added to the
+    GRPO loss — an anchor on the correct actions themselves, where the KL term anchors only the
+    tokens the policy sampled (InstructGPT's pretraining mix, with the SFT data). 0 = off.
+    The demonstrations are the oracle's under ``env.oracle_arithmetic``: set it as the SFT had it."""
+    demo_batch_size: int = 4
+    """Demonstrations per update (drawn without replacement, seeded by the step and the update)."""
+    demo_tasks: Literal["all", "write"] = "all"
+    """Whose demonstrations the term replays: every training task's, or only the write tasks'
+    (a gold action calls a write tool: the turns GRPO displaces first)."""
     task_splits: list[str] = field(default_factory=lambda: ["covered_seen", "uncovered_seen"])
     """Splits whose tasks are trained on (the seed trains on covered_seen + uncovered_seen)."""
     val_every: int = 0
@@ -155,6 +166,8 @@ class TrainerConfig:
         require(0 < self.frontier_ema <= 1, "trainer.frontier_ema", self.frontier_ema, "must be in (0, 1]")
         require(self.write_task_share is None or 0 <= self.write_task_share <= 1, "trainer.write_task_share",
                 self.write_task_share, "must be null or in [0, 1]")
+        require(self.demo_coef >= 0, "trainer.demo_coef", self.demo_coef, "must be >= 0 (0 = off)")
+        require(self.demo_batch_size >= 1, "trainer.demo_batch_size", self.demo_batch_size, "must be >= 1")
         require(self.val_temperature >= 0, "trainer.val_temperature", self.val_temperature, "must be >= 0")
         unknown = [s for s in self.task_splits if s not in SPLIT_NAMES]
         require(bool(self.task_splits) and not unknown, "trainer.task_splits", self.task_splits,

@@ -370,15 +370,24 @@ def _optimizer_step(forward: PolicyForward, batch: list[SFTExample], cfg: SFTTra
                     pad_token_id: int) -> tuple[float, int]:
     """Accumulate the token-mean NLL of ``batch`` over micro-batches (weighted by each token's loss
     weight); returns (loss, tokens)."""
-    label_total = sum(sum(e.label_weights()) for e in batch)
-    batch = sorted(batch, key=lambda e: len(e.input_ids))  # micro-batches of similar lengths pad little
+    return nll_backward(forward, batch, cfg.micro_batch_size, pad_token_id)
+
+
+def nll_backward(forward: PolicyForward, examples: list[SFTExample], micro_batch_size: int, pad_token_id: int,
+                 scale: float = 1.0) -> tuple[float, int]:
+    """Backpropagate ``scale`` × the token-mean NLL of ``examples`` (each token weighted by its loss
+    weight, the mean over all of them), one micro-batch at a time; returns ``(NLL, tokens)``,
+    the NLL unscaled. SFT's step, and the demonstration term of GRPO's updates
+    (``trainer.demo_coef``)."""
+    label_total = sum(sum(e.label_weights()) for e in examples)
+    examples = sorted(examples, key=lambda e: len(e.input_ids))  # micro-batches of similar lengths pad little
     loss_sum, tokens = 0.0, 0
-    for start in range(0, len(batch), cfg.micro_batch_size):
-        input_ids, attention_mask, label_mask = collate_examples(batch[start : start + cfg.micro_batch_size],
+    for start in range(0, len(examples), micro_batch_size):
+        input_ids, attention_mask, label_mask = collate_examples(examples[start : start + micro_batch_size],
                                                                  pad_token_id)
         scores = forward.token_logprobs(input_ids, attention_mask, label_mask)
         loss = -(scores.logprobs * label_mask.to(scores.logprobs.device)).sum() / max(label_total, 1)
-        loss.backward()
+        (scale * loss).backward()
         loss_sum += loss.item()
         tokens += int(attention_mask.sum())
     return loss_sum, tokens

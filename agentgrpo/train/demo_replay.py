@@ -1,0 +1,65 @@
+"""The demonstration term of GRPO's updates (``trainer.demo_coef``).
+
+Across GRPO steps every kind of correct turn loses likelihood against the SFT it started from
+(``agentgrpo eval --likelihood``): a correct write call most of all, since write groups rarely
+carry signal and the no-write groups' gradient moves the shared first tokens. A KL penalty
+anchors the tokens the policy sampled; this term anchors the correct actions themselves. Every
+update adds ``demo_coef`` × the token-mean NLL of a few oracle demonstrations of the training
+tasks, rendered exactly as SFT rendered them (the assistant turns labelled), as InstructGPT's
+PPO-ptx mixes its pretraining loss into PPO.
+
+The demonstrations are collected once, when the trainer starts (the oracle with the scripted
+user, one episode per task, as in SFT); which of them an update replays is a pure function of
+``(seed, step, update)``, so a resumed run replays what the uninterrupted run would have.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Collection
+
+from agentgrpo.agent.chat import ChatFormat
+from agentgrpo.agent.masking import SFTExample
+from agentgrpo.config import ConfigError
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.registry import EnvBundle
+from agentgrpo.train.demonstrations import collect_demonstrations, training_examples
+from agentgrpo.train.task_sampler import derive_seed, is_write_task
+
+
+class DemoReplay:
+    """The training tasks' demonstrations as SFT examples, and each update's draw of them."""
+
+    def __init__(self, examples: list[SFTExample], batch_size: int, seed: int):
+        if not examples:
+            raise ConfigError("trainer.demo_coef > 0 but no training task has a successful oracle demonstration "
+                              "that fits rollout.max_total_tokens; set trainer.demo_coef=0")
+        self.examples, self.batch_size, self.seed = examples, batch_size, seed
+
+    @classmethod
+    def collect(cls, worlds: list[EnvBundle], env: EnvConfig, splits: list[str], chat: ChatFormat, *,
+                only_write: frozenset[str] | None, batch_size: int, max_length: int, seed: int) -> DemoReplay:
+        """One oracle demonstration of each ``splits`` task of every world in ``worlds`` (or of the
+        write tasks among them when ``only_write`` holds the domain's write tools), rendered
+        through ``chat`` as the policy sees them, at most ``max_length`` tokens each."""
+        wanted = {t.task_id for world in worlds for t in world.tasks(splits)
+                  if only_write is None or is_write_task(t, only_write)}
+        if not wanted:
+            raise ConfigError("trainer.demo_tasks=write but no training task needs a write")
+        demos = [d for d in collect_demonstrations(worlds, env, splits, per_task=1, seed=seed) if d.task_id in wanted]
+        examples, _ = training_examples(chat, [d.messages for d in demos], max_length)
+        return cls(examples, batch_size, seed)
+
+    def draw(self, step: int, update: int) -> list[SFTExample]:
+        """The demonstrations update ``update`` (counting from 0) of step ``step`` replays."""
+        rng = random.Random(derive_seed("demo", self.seed, step, update))
+        return rng.sample(self.examples, min(self.batch_size, len(self.examples)))
+
+
+def demo_write_tools(demo_tasks: str, write_tools: Collection[str]) -> frozenset[str] | None:
+    """``trainer.demo_tasks`` as ``DemoReplay.collect``'s ``only_write``: None for every task."""
+    if demo_tasks == "all":
+        return None
+    if not write_tools:
+        raise ConfigError("trainer.demo_tasks=write: this domain declares no write_tools, so no task is known "
+                          "to need a write; use trainer.demo_tasks=all")
+    return frozenset(write_tools)

@@ -1,0 +1,130 @@
+"""trainer.demo_coef: the oracle's demonstrations replayed as an NLL term in GRPO's updates."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from helpers import fast_grpo_config
+
+from agentgrpo.agent.masking import SFTExample
+from agentgrpo.config import ConfigError
+from agentgrpo.envs.registry import write_tools
+from agentgrpo.train.demo_replay import DemoReplay, demo_write_tools
+from agentgrpo.train.grpo import GRPOTrainer
+from agentgrpo.train.task_sampler import is_write_task
+
+from .test_grpo import synthetic_trajectories
+
+
+def demo_nll_by_hand(model: torch.nn.Module, demos: list[SFTExample]) -> torch.Tensor:
+    """Σ over every demo of Σ_t w_t·(−log p(x_t | x_<t)) over Σ w_t: the token-mean NLL, one demo at a time."""
+    total, weight = torch.zeros(()), 0.0
+    for demo in demos:
+        ids = torch.tensor([demo.input_ids])
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
+        token_logp = logp.gather(-1, ids[0, 1:, None])[:, 0]
+        weights = torch.tensor(demo.label_weights()[1:], dtype=torch.float32)
+        total = total - (weights * token_logp).sum()
+        weight += float(weights.sum())
+    return total / weight
+
+
+def test_update_adds_demo_coef_times_the_demonstrations_nll_gradient(tiny_policy_dir, tmp_path):
+    config = fast_grpo_config(tiny_policy_dir, tmp_path, "experiment=vanilla", "algo.kl_coef=0",
+                              "trainer.mini_batch_size=4", "trainer.micro_batch_size=2", "trainer.tasks_per_step=2",
+                              "trainer.max_grad_norm=1e9", "trainer.demo_coef=0.5", "trainer.demo_batch_size=2")
+    trainer = GRPOTrainer(config)
+    trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
+    trainer.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.optimizer, lambda _: 1.0)
+    batch, _ = trainer.compute_advantages(synthetic_trajectories(trainer.groups.chat.pad_token_id))
+    plan = trainer.plan_updates(batch, step=3)
+    trainer.compute_old_logprobs(batch, plan)
+    demos = trainer.demo_replay.draw(3, 0)
+    assert len(demos) == 2
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+
+    # by hand: the vanilla loss of test_grpo's hand check + 0.5 × the demonstrations' token-mean NLL
+    trainer.model.zero_grad()
+    logits = trainer.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    logp = torch.log_softmax(logits / config.rollout.temperature, -1).gather(-1, batch.input_ids[:, 1:, None])[..., 0]
+    mask = batch.response_mask[:, 1:]
+    pg = -((batch.seq_advantages / mask.sum(dim=1))[:, None] * logp * mask).sum() / 4
+    nll = demo_nll_by_hand(trainer.model, demos)
+    (pg + 0.5 * nll).backward()
+    expected = [b - p.grad for b, p in zip(before, trainer.model.parameters())]
+
+    metrics = trainer.update(batch, plan, step=3)
+    assert metrics["loss/demo_nll"] == pytest.approx(nll.item(), rel=1e-5)
+    for got, want in zip(trainer.model.parameters(), expected):
+        torch.testing.assert_close(got.detach(), want, atol=2e-6, rtol=1e-5)
+
+
+def test_the_demonstration_term_alone_raises_the_demonstrations_likelihood(tiny_policy_dir, tmp_path):
+    # every group's rewards agree (A = 0): the only gradient is the demonstrations'
+    config = fast_grpo_config(tiny_policy_dir, tmp_path, "experiment=vanilla", "algo.kl_coef=0",
+                              "trainer.mini_batch_size=4", "trainer.micro_batch_size=2", "trainer.tasks_per_step=2",
+                              "trainer.demo_coef=1", "trainer.demo_batch_size=3", "trainer.lr=1e-3")
+    trainer = GRPOTrainer(config)
+    trajectories = synthetic_trajectories(trainer.groups.chat.pad_token_id)
+    for traj in trajectories:
+        traj.outcome_reward = traj.info["total_reward"] = 1.0
+    batch, _ = trainer.compute_advantages(trajectories)
+    assert not batch.seq_advantages.any()
+    plan = trainer.plan_updates(batch, step=0)
+    trainer.compute_old_logprobs(batch, plan)
+    demos = trainer.demo_replay.examples
+    with torch.no_grad():
+        before = float(demo_nll_by_hand(trainer.model, demos))
+    metrics = trainer.update(batch, plan, step=0)
+    assert metrics["algo/grad_norm"] > 0 and metrics["algo/skipped_step_frac"] == 0
+    with torch.no_grad():
+        after = float(demo_nll_by_hand(trainer.model, demos))
+    assert after < before - 1e-3
+
+
+def test_draws_are_a_pure_function_of_step_and_update(tiny_policy_dir, tmp_path):
+    config = fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.demo_coef=0.1", "trainer.demo_batch_size=3")
+    replay = GRPOTrainer(config).demo_replay
+    pool = replay.examples
+    # the oracle solves the training tasks: one demonstration each (8 tasks, both training splits)
+    assert len(pool) == 8
+    again = DemoReplay(pool, batch_size=3, seed=config.seed)
+    assert [id(e) for e in replay.draw(2, 1)] == [id(e) for e in again.draw(2, 1)]
+    draws = {tuple(id(e) for e in replay.draw(step, update)) for step in range(4) for update in range(3)}
+    assert len(draws) > 1  # not one fixed batch
+    assert all(len(set(d)) == 3 for d in draws)  # without replacement
+    assert len(DemoReplay(pool[:2], batch_size=3, seed=0).draw(0, 0)) == 2  # a pool smaller than the batch
+
+
+def test_write_only_keeps_the_write_tasks_demonstrations(tiny_policy_dir, tmp_path):
+    config = fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.demo_coef=0.1", "trainer.demo_tasks=write")
+    trainer = GRPOTrainer(config)
+    tools = write_tools(config.env)
+    tasks = trainer.groups.train_tasks
+    n_write = sum(is_write_task(t, tools) for t in tasks)
+    assert 0 < n_write < len(tasks)
+    assert len(trainer.demo_replay.examples) == n_write
+    every = DemoReplay.collect(trainer.groups.worlds, config.env, config.trainer.task_splits, trainer.groups.chat,
+                               only_write=None, batch_size=4, max_length=900, seed=config.seed)
+    assert len(every.examples) == len(tasks)
+
+
+def test_a_training_step_logs_the_demonstration_loss(tiny_policy_dir, tmp_path):
+    config = fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.demo_coef=0.2", "trainer.steps=1")
+    GRPOTrainer(config).train()
+    record = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
+    assert record["loss/demo_nll"] > 0  # the untrained policy: far from the demonstrations
+
+
+def test_bad_settings_name_their_key(tiny_policy_dir, tmp_path):
+    with pytest.raises(ConfigError, match="trainer.demo_coef"):
+        fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.demo_coef=-1")
+    with pytest.raises(ConfigError, match="trainer.demo_batch_size"):
+        fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.demo_batch_size=0")
+    with pytest.raises(ConfigError, match="trainer.demo_tasks"):
+        fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.demo_tasks=some")
+    with pytest.raises(ConfigError, match="trainer.demo_tasks=write"):
+        demo_write_tools("write", frozenset())
+    with pytest.raises(ConfigError, match="trainer.demo_coef=0"):
+        DemoReplay([], batch_size=1, seed=0)
