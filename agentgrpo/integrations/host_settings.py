@@ -95,6 +95,12 @@ def host_problems(config: GRPOConfig, host: str) -> list[str]:
     if trainer.task_sampler != "uniform":
         problems.append(f"trainer.task_sampler={trainer.task_sampler} is the native trainer's; {name} samples "
                         "tasks uniformly")
+    if trainer.write_task_share is not None:
+        problems.append(f"trainer.write_task_share={trainer.write_task_share} is the native trainer's; {name} "
+                        "draws tasks from the whole pool")
+    if trainer.demo_coef > 0:
+        problems.append(f"trainer.demo_coef={trainer.demo_coef}: the demonstration term is the native trainer's; "
+                        f"{name}'s loss has no such term")
     if config.rollout.constrain_tool_calls:
         problems.append(f"rollout.constrain_tool_calls=true is the native trainer's; {name} would score the "
                         "unconstrained distribution, so its ratios would not be those of the sampler")

@@ -6,7 +6,8 @@ in ``agentgrpo.train.groups``: tasks → rollouts → outcome + PRM-Lite → unu
 with ``trainer.dynamic_sampling``, groups without signal left out) → advantages and token
 weights (a named estimator from ``agentgrpo.algos``) → old/reference log-probs →
 ``ppo_epochs`` × mini-batches of updates on ``agentgrpo.algos.grpo_objective``
-(``L_pg + β·KL + λ·L_LLDS − c_H·H``) → LLD diagnostics. The variant is entirely in the
+(``L_pg + β·KL + λ·L_LLDS − c_H·H``, plus ``trainer.demo_coef`` × a few oracle
+demonstrations' NLL, ``agentgrpo.train.demo_replay``) → LLD diagnostics. The variant is entirely in the
 config; nothing here branches on it. The metrics' names are ``agentgrpo.metric_names``.
 
 The step's partition into mini- and micro-batches is planned once (``plan_updates``): the
