@@ -38,7 +38,7 @@ from agentgrpo import metric_names as metric
 from agentgrpo.agent.masking import SFTExample
 from agentgrpo.agent.types import Trajectory
 from agentgrpo.algos import get_advantage_estimator, grpo_objective, llds_loss, preserve_token_count
-from agentgrpo.config import to_dict, to_yaml
+from agentgrpo.config import ConfigError, to_dict, to_yaml
 from agentgrpo.envs.registry import write_tools
 from agentgrpo.policy.device import model_device
 from agentgrpo.policy.forward import PolicyForward
@@ -124,6 +124,11 @@ class GRPOTrainer:
         """``trainer.demo_coef``'s demonstrations: the oracle's, of the training tasks (or their write
         tasks), in the policy's view, no longer than an episode may grow."""
         cfg, t = self.config, self.config.trainer
+        taught = self.agent_config.get("oracle_arithmetic")  # None: a checkpoint from before it was recorded
+        if taught is not None and taught != cfg.env.oracle_arithmetic:
+            raise ConfigError(f"env.oracle_arithmetic={cfg.env.oracle_arithmetic} is invalid with trainer.demo_coef "
+                              f"> 0: the policy {cfg.policy.init} learnt from the {taught} oracle's demonstrations; "
+                              f"set env.oracle_arithmetic={taught} so the demonstration term replays what SFT taught")
         return DemoReplay.collect(self.groups.worlds, cfg.env, t.task_splits, self.groups.chat,
                                   only_write=demo_write_tools(t.demo_tasks, self.groups.write_tools),
                                   batch_size=t.demo_batch_size, max_length=cfg.rollout.max_total_tokens,

@@ -97,7 +97,8 @@ class TrainerConfig:
     ``demo_batch_size`` oracle demonstrations of the training tasks (as SFT saw them), added to the
     GRPO loss — an anchor on the correct actions themselves, where the KL term anchors only the
     tokens the policy sampled (InstructGPT's pretraining mix, with the SFT data). 0 = off.
-    The demonstrations are the oracle's under ``env.oracle_arithmetic``: set it as the SFT had it."""
+    The demonstrations are the oracle's under ``env.oracle_arithmetic``, which must be the one the
+    SFT learnt from (recorded in its ``agentgrpo.json``; another is refused)."""
     demo_batch_size: int = 4
     """Demonstrations per update (drawn without replacement, seeded by the step and the update)."""
     demo_tasks: Literal["all", "write"] = "all"

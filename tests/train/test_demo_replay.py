@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -128,3 +129,16 @@ def test_bad_settings_name_their_key(tiny_policy_dir, tmp_path):
         demo_write_tools("write", frozenset())
     with pytest.raises(ConfigError, match="trainer.demo_coef=0"):
         DemoReplay([], batch_size=1, seed=0)
+
+
+def test_the_demonstrations_must_be_the_oracle_sft_learnt_from(tiny_policy_dir, tmp_path):
+    policy = tmp_path / "policy"
+    shutil.copytree(tiny_policy_dir, policy)
+    agent = json.loads((policy / "agentgrpo.json").read_text())
+    (policy / "agentgrpo.json").write_text(json.dumps({**agent, "oracle_arithmetic": "calculator"}))
+    with pytest.raises(ConfigError, match="env.oracle_arithmetic=calculator so the demonstration term"):
+        GRPOTrainer(fast_grpo_config(policy, tmp_path / "a", "trainer.demo_coef=0.1"))
+    trainer = GRPOTrainer(fast_grpo_config(policy, tmp_path / "b", "trainer.demo_coef=0.1",
+                                           "env.oracle_arithmetic=calculator"))
+    assert trainer.demo_replay.examples
+    GRPOTrainer(fast_grpo_config(policy, tmp_path / "c"))  # no demonstration term: nothing to match
