@@ -1,12 +1,12 @@
 """The demonstration term of GRPO's updates (``trainer.demo_coef``).
 
 Across GRPO steps every kind of correct turn loses likelihood against the SFT it started from
-(``agentgrpo eval --likelihood``): a correct write call most of all, since write groups rarely
-carry signal and the no-write groups' gradient moves the shared first tokens. A KL penalty
-anchors the tokens the policy sampled; this term anchors the correct actions themselves. Every
-update adds ``demo_coef`` × the token-mean NLL of a few oracle demonstrations of the training
-tasks, rendered exactly as SFT rendered them (the assistant turns labelled), as InstructGPT's
-PPO-ptx mixes its pretraining loss into PPO.
+(``agentgrpo eval --likelihood``), correct write calls included, which few write groups' signal
+defends. A KL penalty anchors the tokens the policy sampled; this term anchors the correct
+actions themselves. Every update adds ``demo_coef`` × the token-mean NLL of a few oracle
+demonstrations, of the training worlds' tasks of the splits SFT was shown (``trainer.demo_splits``),
+rendered exactly as SFT rendered them (the assistant turns labelled), as InstructGPT's PPO-ptx
+mixes its pretraining loss into PPO.
 
 The demonstrations are collected once, when the trainer starts (the oracle with the scripted
 user, one episode per task, as in SFT); which of them an update replays is a pure function of
@@ -23,17 +23,23 @@ from agentgrpo.config import ConfigError
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import EnvBundle
 from agentgrpo.train.demonstrations import collect_demonstrations, training_examples
+from agentgrpo.train.sft_config import SFTDataConfig
 from agentgrpo.train.task_sampler import derive_seed, is_write_task
+
+DEFAULT_DEMONSTRATED_SPLITS: list[str] = SFTDataConfig().splits
+"""What an SFT checkpoint that records no ``demonstrated_splits`` was shown: SFT's default ``data.splits``."""
 
 
 class DemoReplay:
-    """The training tasks' demonstrations as SFT examples, and each update's draw of them."""
+    """The demonstrations as SFT examples, and each update's draw of them."""
 
-    def __init__(self, examples: list[SFTExample], batch_size: int, seed: int):
+    def __init__(self, examples: list[SFTExample], batch_size: int, seed: int, task_ids: list[str] | None = None):
+        """``task_ids``: the task each example demonstrates, in order (for the record)."""
         if not examples:
             raise ConfigError("trainer.demo_coef > 0 but no training task has a successful oracle demonstration "
                               "that fits rollout.max_total_tokens; set trainer.demo_coef=0")
         self.examples, self.batch_size, self.seed = examples, batch_size, seed
+        self.task_ids = task_ids
 
     @classmethod
     def collect(cls, worlds: list[EnvBundle], env: EnvConfig, splits: list[str], chat: ChatFormat, *,
@@ -45,9 +51,13 @@ class DemoReplay:
                   if only_write is None or is_write_task(t, only_write)}
         if not wanted:
             raise ConfigError("trainer.demo_tasks=write but no training task needs a write")
-        demos = [d for d in collect_demonstrations(worlds, env, splits, per_task=1, seed=seed) if d.task_id in wanted]
-        examples, _ = training_examples(chat, [d.messages for d in demos], max_length)
-        return cls(examples, batch_size, seed)
+        examples, task_ids = [], []
+        for demo in collect_demonstrations(worlds, env, splits, per_task=1, seed=seed):
+            rendered, _ = training_examples(chat, [demo.messages], max_length)  # [] when too long
+            if demo.task_id in wanted and rendered:
+                examples.append(rendered[0])
+                task_ids.append(demo.task_id)
+        return cls(examples, batch_size, seed, task_ids)
 
     def draw(self, step: int, update: int) -> list[SFTExample]:
         """The demonstrations update ``update`` (counting from 0) of step ``step`` replays."""

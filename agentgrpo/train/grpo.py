@@ -47,7 +47,7 @@ from agentgrpo.progress import progress_bar
 from agentgrpo.tracking import make_tracker
 from agentgrpo.train.batch import RolloutBatch, collate
 from agentgrpo.train.checkpoint import load_trainer_state, restore_training_state, save_checkpoint
-from agentgrpo.train.demo_replay import DemoReplay, demo_write_tools
+from agentgrpo.train.demo_replay import DEFAULT_DEMONSTRATED_SPLITS, DemoReplay, demo_write_tools
 from agentgrpo.train.groups import GroupSampler
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.optim import make_optimizer, make_scheduler
@@ -121,15 +121,17 @@ class GRPOTrainer:
         return reference.eval()
 
     def _demo_replay(self) -> DemoReplay:
-        """``trainer.demo_coef``'s demonstrations: the oracle's, of the training tasks (or their write
-        tasks), in the policy's view, no longer than an episode may grow."""
+        """``trainer.demo_coef``'s demonstrations: the oracle's, of the training worlds' tasks of
+        ``trainer.demo_splits`` (by default the splits SFT demonstrated; or their write tasks), in
+        the policy's view, no longer than an episode may grow."""
         cfg, t = self.config, self.config.trainer
         taught = self.agent_config.get("oracle_arithmetic")  # None: a checkpoint from before it was recorded
         if taught is not None and taught != cfg.env.oracle_arithmetic:
             raise ConfigError(f"env.oracle_arithmetic={cfg.env.oracle_arithmetic} is invalid with trainer.demo_coef "
                               f"> 0: the policy {cfg.policy.init} learnt from the {taught} oracle's demonstrations; "
                               f"set env.oracle_arithmetic={taught} so the demonstration term replays what SFT taught")
-        return DemoReplay.collect(self.groups.worlds, cfg.env, t.task_splits, self.groups.chat,
+        splits = t.demo_splits or self.agent_config.get("demonstrated_splits", DEFAULT_DEMONSTRATED_SPLITS)
+        return DemoReplay.collect(self.groups.worlds, cfg.env, splits, self.groups.chat,
                                   only_write=demo_write_tools(t.demo_tasks, self.groups.write_tools),
                                   batch_size=t.demo_batch_size, max_length=cfg.rollout.max_total_tokens,
                                   seed=cfg.seed)

@@ -104,6 +104,11 @@ class TrainerConfig:
     demo_tasks: Literal["all", "write"] = "all"
     """Whose demonstrations the term replays: every training task's, or only the write tasks'
     (a gold action calls a write tool: the turns GRPO displaces first)."""
+    demo_splits: list[str] | None = None
+    """The splits whose training tasks' demonstrations are replayed. None: the splits the SFT
+    demonstrated (its ``data.splits``, recorded in the checkpoint's ``agentgrpo.json``;
+    ``covered_seen``, SFT's default, for a checkpoint that records none), so the term anchors
+    what SFT taught and adds no demonstration of a family SFT left uncovered."""
     task_splits: list[str] = field(default_factory=lambda: ["covered_seen", "uncovered_seen"])
     """Splits whose tasks are trained on (the seed trains on covered_seen + uncovered_seen)."""
     val_every: int = 0
@@ -169,6 +174,8 @@ class TrainerConfig:
                 self.write_task_share, "must be null or in [0, 1]")
         require(self.demo_coef >= 0, "trainer.demo_coef", self.demo_coef, "must be >= 0 (0 = off)")
         require(self.demo_batch_size >= 1, "trainer.demo_batch_size", self.demo_batch_size, "must be >= 1")
+        require(self.demo_splits is None or (bool(self.demo_splits) and set(self.demo_splits) <= set(SPLIT_NAMES)),
+                "trainer.demo_splits", self.demo_splits, f"must be null or a non-empty list of {list(SPLIT_NAMES)}")
         require(self.val_temperature >= 0, "trainer.val_temperature", self.val_temperature, "must be >= 0")
         unknown = [s for s in self.task_splits if s not in SPLIT_NAMES]
         require(bool(self.task_splits) and not unknown, "trainer.task_splits", self.task_splits,

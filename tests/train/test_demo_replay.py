@@ -88,8 +88,9 @@ def test_draws_are_a_pure_function_of_step_and_update(tiny_policy_dir, tmp_path)
     config = fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.demo_coef=0.1", "trainer.demo_batch_size=3")
     replay = GRPOTrainer(config).demo_replay
     pool = replay.examples
-    # the oracle solves the training tasks: one demonstration each (8 tasks, both training splits)
-    assert len(pool) == 8
+    # the oracle solves every task: one demonstration of each of the 4 covered_seen tasks, the splits
+    # SFT demonstrates by default (the tiny preset records none)
+    assert len(pool) == 4
     again = DemoReplay(pool, batch_size=3, seed=config.seed)
     assert [id(e) for e in replay.draw(2, 1)] == [id(e) for e in again.draw(2, 1)]
     draws = {tuple(id(e) for e in replay.draw(step, update)) for step in range(4) for update in range(3)}
@@ -98,8 +99,22 @@ def test_draws_are_a_pure_function_of_step_and_update(tiny_policy_dir, tmp_path)
     assert len(DemoReplay(pool[:2], batch_size=3, seed=0).draw(0, 0)) == 2  # a pool smaller than the batch
 
 
+def test_the_replayed_splits_are_those_sft_demonstrated_unless_given(tiny_policy_dir, tmp_path):
+    policy = tmp_path / "policy"
+    shutil.copytree(tiny_policy_dir, policy)
+    agent = json.loads((policy / "agentgrpo.json").read_text())
+    (policy / "agentgrpo.json").write_text(json.dumps({**agent, "demonstrated_splits": ["uncovered_seen"]}))
+    trainer = GRPOTrainer(fast_grpo_config(policy, tmp_path / "a", "trainer.demo_coef=0.1"))
+    uncovered = {t.task_id for world in trainer.groups.worlds for t in world.tasks(["uncovered_seen"])}
+    assert sorted(trainer.demo_replay.task_ids) == sorted(uncovered) and len(uncovered) == 4
+    given = GRPOTrainer(fast_grpo_config(policy, tmp_path / "b", "trainer.demo_coef=0.1",
+                                         "trainer.demo_splits=[covered_seen,uncovered_seen]"))
+    assert len(given.demo_replay.examples) == 8
+
+
 def test_write_only_keeps_the_write_tasks_demonstrations(tiny_policy_dir, tmp_path):
-    config = fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.demo_coef=0.1", "trainer.demo_tasks=write")
+    config = fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.demo_coef=0.1", "trainer.demo_tasks=write",
+                              "trainer.demo_splits=[covered_seen,uncovered_seen]")
     trainer = GRPOTrainer(config)
     tools = write_tools(config.env)
     tasks = trainer.groups.train_tasks
@@ -125,6 +140,8 @@ def test_bad_settings_name_their_key(tiny_policy_dir, tmp_path):
         fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.demo_batch_size=0")
     with pytest.raises(ConfigError, match="trainer.demo_tasks"):
         fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.demo_tasks=some")
+    with pytest.raises(ConfigError, match="trainer.demo_splits"):
+        fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.demo_splits=[test]")
     with pytest.raises(ConfigError, match="trainer.demo_tasks=write"):
         demo_write_tools("write", frozenset())
     with pytest.raises(ConfigError, match="trainer.demo_coef=0"):
