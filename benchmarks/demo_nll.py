@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentgrpo.config import load_config  # noqa: E402
+from agentgrpo.config import AgentGRPOError, load_config  # noqa: E402
 from agentgrpo.policy.forward import PolicyForward  # noqa: E402
 from agentgrpo.train.grpo import GRPOTrainer  # noqa: E402
 from agentgrpo.train.grpo_config import GRPOConfig  # noqa: E402
@@ -64,7 +64,10 @@ def main() -> None:
     parser.add_argument("--config", required=True, help="a GRPO run's config.yaml (worlds, oracle, prompt)")
     parser.add_argument("--n", type=int, default=24, help="demonstrations per split (default 24)")
     args = parser.parse_args()
-    rows = [(checkpoint, split_nll(checkpoint, args.config, args.n)) for checkpoint in args.checkpoints]
+    try:
+        rows = [(checkpoint, split_nll(checkpoint, args.config, args.n)) for checkpoint in args.checkpoints]
+    except AgentGRPOError as e:  # a missing config or checkpoint: one line, not a traceback
+        raise SystemExit(f"demo_nll: {e}") from None
     print(f"| checkpoint | {' | '.join(SPLITS)} |\n|---|{'---|' * len(SPLITS)}")
     for checkpoint, nll in rows:
         print(f"| {checkpoint} | {' | '.join(f'{nll[s]:.4f}' for s in SPLITS)} |")

@@ -50,11 +50,14 @@ class DemoReplay:
         wanted = {t.task_id for world in worlds for t in world.tasks(splits)
                   if only_write is None or is_write_task(t, only_write)}
         if not wanted:
-            raise ConfigError("trainer.demo_tasks=write but no training task needs a write")
+            raise ConfigError(f"trainer.demo_splits={splits}: the training worlds hold no task of these splits"
+                              + (" that needs a write (trainer.demo_tasks=write)" if only_write else ""))
         examples, task_ids = [], []
         for demo in collect_demonstrations(worlds, env, splits, per_task=1, seed=seed):
+            if demo.task_id not in wanted:
+                continue
             rendered, _ = training_examples(chat, [demo.messages], max_length)  # [] when too long
-            if demo.task_id in wanted and rendered:
+            if rendered:
                 examples.append(rendered[0])
                 task_ids.append(demo.task_id)
         return cls(examples, batch_size, seed, task_ids)
