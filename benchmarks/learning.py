@@ -11,13 +11,18 @@ from ``EVAL_SEED``, a stream no training rollout uses (training derives its user
 checkpoint is evaluated on the same tasks, trials and user seeds, so differences are paired.
 
 Reports, per experiment: pool pass^1 at each checkpoint (the learning curve, with 95% bootstrap
-intervals over tasks), the paired difference after − before with its 95% paired-bootstrap
-interval over tasks (overall, per split, write tasks), and the share of informative groups per
-step (the first generation round's, i.e. what training without dynamic sampling would have had,
-and the trained batch's). Writes ``learning.json``, ``learning.md`` and ``learning.png`` into
-``--out``; ends with BENCH lines.
+intervals over tasks), the paired difference after − before of every headline figure (overall,
+family-balanced, τ-bench-weighted, write-task and no-write pass^1) with a 95% interval that
+treats GRPO seeds and tasks as random (``--seeds``: each trains its own run from the one SFT;
+``agentgrpo.eval.grid.seed_aware_delta``) and the per-seed differences beside it, each family's
+pass^1, and the share of informative groups per step (the first generation round's, i.e. what
+training without dynamic sampling would have had, and the trained batch's). Writes
+``learning.json``, ``learning.md`` and ``learning.png`` into ``--out``; ends with BENCH lines:
+the headline is write-task pass^1 after − before (its interval above 0) with no-write pass^1
+not lower by more than ``NON_INFERIORITY`` (its interval's low end above −0.02).
 
     python benchmarks/learning.py                      # vanilla and joint, ~60 min on 2 cores
+    python benchmarks/learning.py --experiments joint --seeds 0,1 trainer.demo_coef=1.0   # two seeds, a lever
     python benchmarks/learning.py --experiments vanilla --steps 4 --trials 2 --out runs/learning-smoke  # smoke
 """
 from __future__ import annotations
@@ -35,9 +40,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agentgrpo.config import load_config  # noqa: E402
-from agentgrpo.eval.compare import compare_evals, load_eval, paired_rows  # noqa: E402
+from agentgrpo.eval.compare import load_eval  # noqa: E402
 from agentgrpo.eval.evaluator import EvalConfig, evaluate  # noqa: E402
-from agentgrpo.eval.stats import paired_difference  # noqa: E402
+from agentgrpo.eval.figures import FIGURE_LABELS, FIGURES  # noqa: E402
+from agentgrpo.eval.grid import seed_aware_delta  # noqa: E402
+from agentgrpo.eval.stats import hierarchical_bootstrap  # noqa: E402
 from agentgrpo.eval.summary import task_pass1  # noqa: E402
 from agentgrpo.report.plots import save_figure  # noqa: E402
 from agentgrpo.train.grpo import train_grpo  # noqa: E402
@@ -51,6 +58,8 @@ EVAL_SEED = 7_001
 POOL_SPLITS = ["covered_seen", "uncovered_seen"]
 """The fixed pool: every training task of the env's default splits (16 + 24)."""
 
+NON_INFERIORITY = 0.02
+"""How much lower no-write pass^1 may end for a write gain to count (the low end of its interval)."""
 TASKS_PER_STEP = 4
 LEARNING_SETTINGS = [
     "rollout.temperature=0.7",         # sampled hot enough that groups disagree (0.5 left most tied)
@@ -88,24 +97,38 @@ def evaluate_pool(policy: Path, out_dir: Path, trials: int, temperature: float) 
     return load_eval(out_dir)
 
 
-def behaviour_split(after_dir: Path, before_dir: Path) -> dict[str, Any]:
-    """Where the change comes from: after − before on tasks whose gold actions write to the
-    database and on those that only read or refuse (the do-nothing answer is right there), and
-    each family's pass^1 before and after."""
-    rows_a, rows_b = paired_rows(load_eval(after_dir), load_eval(before_dir))
-    pa = {t: task_pass1(r) for t, r in rows_a.items()}
-    pb = {t: task_pass1(r) for t, r in rows_b.items()}
-    no_write = [t for t, r in rows_a.items() if not r.get("write")]
-    families: dict[str, list[str]] = {}
-    for task_id, row in rows_a.items():
-        families.setdefault(f"{row['split']}/{row['family']}", []).append(task_id)
-    return {
-        "no_write": paired_difference({t: pa[t] for t in no_write}, {t: pb[t] for t in no_write}).to_dict(),
-        "no_write_tasks": len(no_write),
-        "families": {name: {"before": sum(pb[t] for t in ids) / len(ids), "after": sum(pa[t] for t in ids) / len(ids),
-                            "write": bool(rows_a[ids[0]].get("write")), "tasks": len(ids)}
-                     for name, ids in sorted(families.items())},
-    }
+def run_name(experiment: str, seed: int) -> str:
+    """A run's directory name: the experiment for seed 0 (the layout of one-seed benchmarks), with
+    ``-seed<N>`` after it for the others."""
+    return experiment if seed == 0 else f"{experiment}-seed{seed}"
+
+
+def family_pass1(after: dict[int, dict[str, Any]], before: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each family's pass^1 (``split/family``) before and after, the after averaged over seeds."""
+    def by_family(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for row in report["per_task"]:
+            groups.setdefault(f"{row['split']}/{row['family']}", []).append(row)
+        return groups
+
+    def mean(rows: list[dict[str, Any]]) -> float:
+        return sum(task_pass1(r) for r in rows) / len(rows)
+
+    families = by_family(before)
+    afters = [by_family(report) for report in after.values()]
+    return {name: {"before": mean(rows), "after": sum(mean(a[name]) for a in afters) / len(afters),
+                   "write": bool(rows[0].get("write")), "tasks": len(rows)}
+            for name, rows in sorted(families.items())}
+
+
+def pool_pass1(reports: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Pool pass^1 averaged over seeds, its 95% interval with seeds and tasks random, per seed."""
+    seeds = sorted(reports)
+    ids = [r["task_id"] for r in reports[seeds[0]]["per_task"]]
+    by_id = {s: {r["task_id"]: r for r in reports[s]["per_task"]} for s in seeds}
+    table = [[task_pass1(by_id[s][t]) for t in ids] for s in seeds]
+    return {**hierarchical_bootstrap(table).to_dict(),
+            "per_seed": {str(s): sum(row) / len(row) for s, row in zip(seeds, table)}}
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -132,18 +155,20 @@ def train(experiment: str, sft: Path, run_dir: Path, steps: int, checks: list[in
     return models
 
 
-def group_shares(metrics: list[dict[str, Any]], tasks_per_step: int) -> list[dict[str, float]]:
-    """Per step: the share of sampled groups with mixed outcomes (what a run without dynamic
-    sampling trains on, in expectation) and the share of the step's ``tasks_per_step`` group slots
-    that dynamic sampling filled with such groups."""
-    rows = []
-    for m in metrics:
-        rows.append({"step": m.get("step", len(rows) + 1),
-                     "sampled": float(m.get("rollout/informative_group_frac", float("nan"))),
-                     "trained": float(m.get("rollout/informative_groups", float("nan"))) / tasks_per_step,
-                     "rounds": float(m.get("rollout/generation_rounds", 1.0)),
-                     "outcome_mean": float(m.get("reward/outcome_mean", float("nan")))})
-    return rows
+def group_shares(runs: list[list[dict[str, Any]]], tasks_per_step: int) -> list[dict[str, float]]:
+    """Per step, averaged over the runs (seeds) that reached it: the share of sampled groups with
+    mixed outcomes (what a run without dynamic sampling trains on, in expectation) and the share
+    of the step's ``tasks_per_step`` group slots that dynamic sampling filled with such groups."""
+    by_step: dict[int, list[dict[str, float]]] = {}
+    for metrics in runs:
+        for i, m in enumerate(metrics):
+            by_step.setdefault(int(m.get("step", i + 1)), []).append({
+                "sampled": float(m.get("rollout/informative_group_frac", float("nan"))),
+                "trained": float(m.get("rollout/informative_groups", float("nan"))) / tasks_per_step,
+                "rounds": float(m.get("rollout/generation_rounds", 1.0)),
+                "outcome_mean": float(m.get("reward/outcome_mean", float("nan")))})
+    return [{"step": step, **{k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}}
+            for step, rows in sorted(by_step.items())]
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
@@ -165,7 +190,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ax_groups.plot(steps, [r["sampled"] for r in shares], "--", label=f"{name}: sampled")
         ax_groups.plot(steps, [r["trained"] for r in shares], "-", label=f"{name}: trained slots filled")
     ax_curve.set(xlabel="GRPO step", ylabel="pool pass^1 (sampled, 95% CI)", title="training-task pool")
-    ax_groups.set(xlabel="GRPO step", ylabel="informative groups", ylim=(-0.05, 1.05),
+    ax_groups.set(xlabel="GRPO step", ylabel="informative groups (mean over seeds)", ylim=(-0.05, 1.05),
                   title="groups with mixed outcomes")
     ax_curve.legend()
     ax_groups.legend(fontsize=7)
@@ -180,7 +205,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--checks", default=None, help="checkpoint steps evaluated (default: steps/2,steps)")
     parser.add_argument("--trials", type=int, default=16, help="samples per pool task per evaluation")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0", help="GRPO seeds of every experiment, comma-separated "
+                        "(each trains its own run from the one SFT; intervals treat seeds as random)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("overrides", nargs="*", help="GRPO overrides applied to every experiment (key=value)")
     args = parser.parse_args()
@@ -196,49 +222,62 @@ def main() -> None:
     print(f"SFT: {sft}", flush=True)
     before_dir = out / "eval_sft"
     before = evaluate_pool(sft, before_dir, args.trials, temperature)
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     results: dict[str, Any] = {
         "sft": str(sft), "trials": args.trials, "temperature": temperature, "eval_seed": EVAL_SEED,
         "pool_splits": POOL_SPLITS, "settings": [*LEARNING_SETTINGS, *args.overrides], "steps": args.steps,
-        "before": _pass1(before), "experiments": {},
+        "seeds": seeds, "before": _pass1(before), "experiments": {},
     }
     print(f"before: pool pass^1 {results['before']['value']:.3f}", flush=True)
     for experiment in [e for e in args.experiments.split(",") if e]:
-        run_dir = out / experiment
         clock = time.perf_counter()
-        # checkpoints evaluated by an earlier invocation (another --checks) stay on the curve
-        done = {int(d.name.rsplit("step", 1)[1]) for d in out.glob(f"eval_{experiment}_step*")
-                if (d / "eval.json").is_file()}
-        models = train(experiment, sft, run_dir, args.steps, sorted(set(checks) | done), args.seed, args.overrides)
+        evals: dict[int, dict[int, dict[str, Any]]] = {}  # step -> seed -> eval.json
+        for seed in seeds:
+            name = run_name(experiment, seed)
+            # checkpoints evaluated by an earlier invocation (another --checks) stay on the curve
+            done = {int(d.name.rsplit("step", 1)[1]) for d in out.glob(f"eval_{name}_step*")
+                    if (d / "eval.json").is_file()}
+            models = train(experiment, sft, out / name, args.steps, sorted(set(checks) | done), seed, args.overrides)
+            for step, model in models.items():
+                evals.setdefault(step, {})[seed] = evaluate_pool(model, out / f"eval_{name}_step{step}",
+                                                                 args.trials, temperature)
         train_s = time.perf_counter() - clock
-        curve, comparisons = {}, {}
-        for step, model in models.items():
-            eval_dir = out / f"eval_{experiment}_step{step}"
-            curve[str(step)] = _pass1(evaluate_pool(model, eval_dir, args.trials, temperature))
-            comparisons[str(step)] = compare_evals(eval_dir, before_dir, names=(f"{experiment}@{step}", "SFT"))
-        last = comparisons[str(max(checks))]
+        last = max(checks)
+        delta = seed_aware_delta(evals[last], {0: before}, {seed: 0 for seed in seeds})
         results["experiments"][experiment] = {
-            "checks": sorted(models), "curve": curve, "train_seconds": train_s,
-            "after_minus_before": {k: v.to_dict() for k, v in last.estimates().items()},
-            "behaviour": behaviour_split(out / f"eval_{experiment}_step{max(checks)}", before_dir),
-            "groups": group_shares(read_metrics(run_dir), TASKS_PER_STEP),
+            "checks": sorted(evals), "curve": {str(step): pool_pass1(e) for step, e in sorted(evals.items())},
+            "train_seconds": train_s, "after_minus_before": delta["figures"], "mde": delta["mde"],
+            "families": family_pass1(evals[last], before),
+            "groups": group_shares([read_metrics(out / run_name(experiment, s)) for s in seeds], TASKS_PER_STEP),
         }
-        print(f"{experiment}: after − before {last.overall.format(signed=True)} "
-              f"(train {train_s / 60:.1f} min)", flush=True)
+        write = delta["figures"].get("write", {}).get("estimate")
+        print(f"{experiment}: write-task pass^1 after − before "
+              f"{write['value']:+.3f} [{write['low']:+.3f}, {write['high']:+.3f}] " if write else f"{experiment}: ",
+              f"(train and evaluate {train_s / 60:.1f} min)", flush=True)
     results["wall_seconds"] = time.perf_counter() - start
     # the benchmark's own cost, whichever invocations did the work: every evaluation's wall time
     # and every GRPO step's (an interrupted or resumed benchmark counts each part once)
-    results["cost_seconds"] = load_eval(before_dir)["wall_seconds"] + sum(
-        load_eval(out / f"eval_{name}_step{step}")["wall_seconds"] + 0.0
-        for name, res in results["experiments"].items() for step in res["checks"]) + sum(
-        m.get("perf/step_s", 0.0) for name in results["experiments"] for m in read_metrics(out / name))
+    runs = {run_name(name, seed): res["checks"] for name, res in results["experiments"].items() for seed in seeds}
+    evaluations = [out / f"eval_{run}_step{step}" for run, steps in runs.items() for step in steps]
+    results["cost_seconds"] = (load_eval(before_dir)["wall_seconds"]
+                               + sum(load_eval(d)["wall_seconds"] for d in evaluations)
+                               + sum(m.get("perf/step_s", 0.0) for run in runs for m in read_metrics(out / run)))
     (out / "learning.json").write_text(json.dumps(results, indent=2))
     plot(results, out / "learning.png")
     (out / "learning.md").write_text(markdown(results))
     print(markdown(results))
     for name, res in results["experiments"].items():
-        diff = res["after_minus_before"]["overall"]
-        bench(f"learning_{name}_after_minus_before", diff["value"], "> 0")
-        bench(f"learning_{name}_ci_low", diff["low"], "> 0")
+        figures = res["after_minus_before"]
+        for figure, target in (("overall", "info"), ("family", "info")):
+            if figure in figures:
+                bench(f"learning_{name}_{figure}_after_minus_before", figures[figure]["estimate"]["value"], target)
+        if "write" in figures:
+            write = figures["write"]["estimate"]
+            bench(f"learning_{name}_write_after_minus_before", write["value"], "> 0")
+            bench(f"learning_{name}_write_ci_low", write["low"], "> 0")
+        if "no_write" in figures:
+            bench(f"learning_{name}_no_write_ci_low", figures["no_write"]["estimate"]["low"],
+                  f">= -{NON_INFERIORITY}")
         shares = res["groups"]
         if shares:
             bench(f"learning_{name}_sampled_informative_frac",
@@ -254,25 +293,31 @@ def _pass1(report: dict[str, Any]) -> dict[str, float]:
 
 
 def markdown(results: dict[str, Any]) -> str:
+    seeds = results.get("seeds", [0])
     lines = [f"Pool: {results['pool_splits']} ({results['trials']} samples per task at T = "
              f"{results['temperature']}, user seeds from {results['eval_seed']}); SFT pass^1 "
-             f"{results['before']['value']:.3f} [{results['before']['low']:.3f}, {results['before']['high']:.3f}].",
-             "", "| experiment | step | pool pass^1 [95% CI] |", "|---|---|---|"]
+             f"{results['before']['value']:.3f} [{results['before']['low']:.3f}, {results['before']['high']:.3f}]; "
+             f"GRPO seeds {', '.join(map(str, seeds))}, each from the same SFT.",
+             "", "| experiment | step | pool pass^1 [95% CI] | per seed |", "|---|---|---|---|"]
     for name, res in results["experiments"].items():
         for step in res["checks"]:
             p = res["curve"][str(step)]
-            lines.append(f"| {name} | {step} | {p['value']:.3f} [{p['low']:.3f}, {p['high']:.3f}] |")
-    lines += ["", "| experiment | figure | after − before [95% paired CI] |", "|---|---|---|"]
+            per_seed = ", ".join(f"{v:.3f}" for v in p["per_seed"].values())
+            lines.append(f"| {name} | {step} | {p['value']:.3f} [{p['low']:.3f}, {p['high']:.3f}] | {per_seed} |")
+    lines += ["", "After − before, 95% interval with seeds and tasks random (tasks resampled within families):",
+              "", "| experiment | figure | after − before [95% CI] | per seed |", "|---|---|---|---|"]
     for name, res in results["experiments"].items():
-        for key, e in res["after_minus_before"].items():
-            lines.append(f"| {name} | {key} | {e['value']:+.3f} [{e['low']:+.3f}, {e['high']:+.3f}] |")
-        e = res["behaviour"]["no_write"]
-        lines.append(f"| {name} | no-write tasks | {e['value']:+.3f} [{e['low']:+.3f}, {e['high']:+.3f}] |")
+        for figure in FIGURES:
+            if figure in res["after_minus_before"]:
+                e = res["after_minus_before"][figure]["estimate"]
+                per_seed = ", ".join(f"{v:+.3f}" for v in res["after_minus_before"][figure]["per_seed"].values())
+                lines.append(f"| {name} | {FIGURE_LABELS[figure]} | {e['value']:+.3f} [{e['low']:+.3f}, "
+                             f"{e['high']:+.3f}] | {per_seed} |")
     lines += ["", "| family (split/family, w = writes) | SFT | " + " | ".join(results["experiments"]) + " |",
               "|---|---|" + "---|" * len(results["experiments"])]
     first = next(iter(results["experiments"].values()), None)
-    for family, row in (first["behaviour"]["families"].items() if first else []):
-        cells = [f"{res['behaviour']['families'][family]['after']:.2f}" for res in results["experiments"].values()]
+    for family, row in (first["families"].items() if first else []):
+        cells = [f"{res['families'][family]['after']:.2f}" for res in results["experiments"].values()]
         lines.append(f"| {family}{' (w)' if row['write'] else ''} | {row['before']:.2f} | {' | '.join(cells)} |")
     return "\n".join(lines) + "\n"
 
