@@ -41,6 +41,8 @@ ROLLOUT_WRITE_EPISODE_FRAC = "rollout/write_episode_frac"
 """Share of episodes with at least one well-formed call to a write tool (the domain's ``write_tools``)."""
 ROLLOUT_EXECUTED_WRITE_EPISODE_FRAC = "rollout/executed_write_episode_frac"
 """Share of episodes with at least one write call that did not fail (it changed the state)."""
+ROLLOUT_SUCCESS_BUFFER = "rollout/success_buffer"
+"""Successful write episodes the self-imitation term can replay after the step (``trainer.success_coef``)."""
 ROLLOUT_ABORTED = "rollout/aborted"
 ROLLOUT_SKIPPED_GROUPS = "rollout/skipped_groups"
 ROLLOUT_GENERATION_ROUNDS = "rollout/generation_rounds"
@@ -113,6 +115,9 @@ LOSS_ENTROPY = "loss/entropy"
 LOSS_DEMO_NLL = "loss/demo_nll"
 """Token-mean NLL of the demonstrations an update replays (``trainer.demo_coef``; unscaled, not in
 ``loss/total``)."""
+LOSS_SUCCESS_NLL = "loss/success_nll"
+"""Token-mean NLL of the policy's own earlier successful write episodes an update replays
+(``trainer.success_coef``; unscaled, not in ``loss/total``)."""
 
 # ---- perf/: seconds per phase of a step, and throughput
 PERF_ROLLOUT_S = "perf/rollout_s"

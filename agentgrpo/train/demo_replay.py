@@ -11,18 +11,28 @@ mixes its pretraining loss into PPO.
 The demonstrations are collected once, when the trainer starts (the oracle with the scripted
 user, one episode per task, as in SFT); which of them an update replays is a pure function of
 ``(seed, step, update)``, so a resumed run replays what the uninterrupted run would have.
+
+``SuccessReplay`` is the same term on the policy's own successes (``trainer.success_coef``):
+self-imitation (Oh et al., 2018) of the write episodes that succeeded in earlier steps, so a
+correct write the policy found once keeps its likelihood after its group's step is over — where
+the oracle's demonstrations cannot reach, a family SFT never showed included. The buffer is part
+of the checkpoint, so a resumed run replays the same episodes.
 """
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import Collection
+from typing import Any
 
 from agentgrpo.agent.chat import ChatFormat
-from agentgrpo.agent.masking import SFTExample
+from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample
+from agentgrpo.agent.types import Trajectory
 from agentgrpo.config import ConfigError
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import EnvBundle
 from agentgrpo.train.demonstrations import collect_demonstrations, training_examples
+from agentgrpo.train.rollout_metrics import executed_write
 from agentgrpo.train.sft_config import SFTDataConfig
 from agentgrpo.train.task_sampler import derive_seed, is_write_task
 
@@ -76,3 +86,41 @@ def demo_write_tools(demo_tasks: str, write_tools: Collection[str]) -> frozenset
         raise ConfigError("trainer.demo_tasks=write: this domain declares no write_tools, so no task is known "
                           "to need a write; use trainer.demo_tasks=all")
     return frozenset(write_tools)
+
+
+class SuccessReplay:
+    """The policy's latest ``capacity`` successful write episodes (outcome 1 and a write executed),
+    as SFT examples labelled on the tokens the policy sampled, and each update's draw of them."""
+
+    def __init__(self, capacity: int, batch_size: int, seed: int, write_tools: Collection[str]):
+        if not write_tools:
+            raise ConfigError("trainer.success_coef > 0: this domain declares no write_tools, so no episode is "
+                              "known to have written; set trainer.success_coef=0")
+        self.buffer: deque[SFTExample] = deque(maxlen=capacity)
+        self.batch_size, self.seed, self.write_tools = batch_size, seed, frozenset(write_tools)
+
+    def add(self, trajectories: list[Trajectory]) -> int:
+        """Keep the successful write episodes of ``trajectories`` (the oldest leave when full);
+        returns how many were added."""
+        added = [episode_example(t) for t in trajectories
+                 if t.outcome_reward >= 1.0 and executed_write(t, self.write_tools)]
+        self.buffer.extend(added)
+        return len(added)
+
+    def draw(self, step: int, update: int) -> list[SFTExample]:
+        """The episodes update ``update`` (counting from 0) of step ``step`` replays (none while empty)."""
+        rng = random.Random(derive_seed("success", self.seed, step, update))
+        return rng.sample(list(self.buffer), min(self.batch_size, len(self.buffer)))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"episodes": [{"input_ids": e.input_ids, "labels": e.labels} for e in self.buffer]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.buffer.clear()
+        self.buffer.extend(SFTExample(list(e["input_ids"]), list(e["labels"])) for e in state.get("episodes", []))
+
+
+def episode_example(trajectory: Trajectory) -> SFTExample:
+    """An episode as an SFT example: its tokens, labelled where the policy sampled them."""
+    return SFTExample(list(trajectory.token_ids),
+                      [tok if m else IGNORE_INDEX for tok, m in zip(trajectory.token_ids, trajectory.response_mask)])

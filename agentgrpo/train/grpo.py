@@ -7,7 +7,8 @@ with ``trainer.dynamic_sampling``, groups without signal left out) → advantage
 weights (a named estimator from ``agentgrpo.algos``) → old/reference log-probs →
 ``ppo_epochs`` × mini-batches of updates on ``agentgrpo.algos.grpo_objective``
 (``L_pg + β·KL + λ·L_LLDS − c_H·H``, plus ``trainer.demo_coef`` × a few oracle
-demonstrations' NLL, ``agentgrpo.train.demo_replay``) → LLD diagnostics. The variant is entirely in the
+demonstrations' NLL and ``trainer.success_coef`` × a few of the policy's own earlier successful
+write episodes' NLL, ``agentgrpo.train.demo_replay``) → LLD diagnostics. The variant is entirely in the
 config; nothing here branches on it. The metrics' names are ``agentgrpo.metric_names``.
 
 The step's partition into mini- and micro-batches is planned once (``plan_updates``): the
@@ -47,7 +48,7 @@ from agentgrpo.progress import progress_bar
 from agentgrpo.tracking import make_tracker
 from agentgrpo.train.batch import RolloutBatch, collate
 from agentgrpo.train.checkpoint import load_trainer_state, restore_training_state, save_checkpoint
-from agentgrpo.train.demo_replay import DEFAULT_DEMONSTRATED_SPLITS, DemoReplay, demo_write_tools
+from agentgrpo.train.demo_replay import DEFAULT_DEMONSTRATED_SPLITS, DemoReplay, SuccessReplay, demo_write_tools
 from agentgrpo.train.groups import GroupSampler
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.optim import make_optimizer, make_scheduler
@@ -86,6 +87,8 @@ class GRPOTrainer:
         self.agent_config = read_agent_config(cfg.policy.init)
         self.groups = GroupSampler(cfg, self.model, self.tokenizer, self.agent_config["prompt_style"], task_refill)
         self.demo_replay = self._demo_replay() if t.demo_coef > 0 else None
+        self.success_replay = (SuccessReplay(t.success_buffer, t.success_batch_size, cfg.seed, self.groups.write_tools)
+                               if t.success_coef > 0 else None)
         self.forward = PolicyForward(self.model, compile=t.compile, autocast=cfg.policy.autocast_devices)
         self.reference_forward = (PolicyForward(self.reference, autocast=cfg.policy.autocast_devices)
                                   if self.reference is not None else None)
@@ -106,6 +109,8 @@ class GRPOTrainer:
             self.start_step = state["step"]
             self._policy_is_init = False
             self.groups.load_state_dict(state.get("task_sampler", {"kind": "uniform"}), self.start_step)
+            if self.success_replay is not None:
+                self.success_replay.load_state_dict(state.get("success_replay", {}))
         else:
             (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
         self.tracker = make_tracker(self.run_dir, cfg.logging.trackers, run_name=f"{cfg.experiment}-seed{cfg.seed}",
@@ -174,6 +179,9 @@ class GRPOTrainer:
             warnings.warn(f"step {step + 1}: no informative group in {self.config.trainer.max_generation_rounds} "
                           "generation rounds: no update", stacklevel=2)
             metrics[metric.ALGO_SKIPPED_STEP_FRAC] = 1.0
+        if self.success_replay is not None:  # after the updates: the term replays earlier steps' successes
+            self.success_replay.add(groups.sampled)
+            metrics[metric.ROLLOUT_SUCCESS_BUFFER] = float(len(self.success_replay.buffer))
         metrics.update(timings)
         metrics[metric.PERF_STEP_S] = sum(timings.values())
         metrics[metric.PERF_ENGINE_TOKENS_PER_S] = self.groups.engine.last_stats.tokens_per_second
@@ -265,7 +273,9 @@ class GRPOTrainer:
                 first = fill_first and epoch == 0 and index == 0
                 number = epoch * len(plan.mini_batches) + index
                 demos = self.demo_replay.draw(step, number) if self.demo_replay is not None else None
-                update = self._mini_batch_update(batch, micro_batches, fill_old=first, demos=demos)
+                successes = self.success_replay.draw(step, number) if self.success_replay is not None else None
+                update = self._mini_batch_update(batch, micro_batches, fill_old=first, demos=demos,
+                                                 successes=successes)
                 grad_norms.append(update[metric.ALGO_GRAD_NORM])
                 for key, value in update.items():
                     sums[key] = sums.get(key, 0.0) + value
@@ -274,11 +284,13 @@ class GRPOTrainer:
         return metrics
 
     def _mini_batch_update(self, batch: RolloutBatch, micro_batches: list[list[int]],
-                           fill_old: bool = False, demos: list[SFTExample] | None = None) -> dict[str, float]:
+                           fill_old: bool = False, demos: list[SFTExample] | None = None,
+                           successes: list[SFTExample] | None = None) -> dict[str, float]:
         """One optimizer step on ``grpo_objective``, accumulated over the mini-batch's micro-batches.
         ``fill_old``: the weights are still the behaviour policy's, so each micro-batch's own
         log-probs are its old ones (and the reference's, see ``compute_old_logprobs``). ``demos``:
-        the demonstrations whose token-mean NLL, × ``trainer.demo_coef``, joins this step's gradient."""
+        the demonstrations whose token-mean NLL, × ``trainer.demo_coef``, joins this step's gradient;
+        ``successes``: the policy's own earlier successful write episodes, × ``trainer.success_coef``."""
         algo, t = self.config.algo, self.config.trainer
         rows = [row for micro in micro_batches for row in micro]
         mask = batch.response_mask[rows]
@@ -310,6 +322,10 @@ class GRPOTrainer:
             if demos:
                 metrics[metric.LOSS_DEMO_NLL], _ = nll_backward(self.forward, demos, t.micro_batch_size,
                                                                 self.groups.chat.pad_token_id, scale=t.demo_coef)
+            if successes:
+                metrics[metric.LOSS_SUCCESS_NLL], _ = nll_backward(self.forward, successes, t.micro_batch_size,
+                                                                   self.groups.chat.pad_token_id,
+                                                                   scale=t.success_coef)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.max_grad_norm))
         skip = t.skip_zero_grad_steps and grad_norm == 0.0
         metrics[metric.ALGO_GRAD_NORM], metrics[metric.ALGO_SKIPPED_STEP_FRAC] = grad_norm, float(skip)
@@ -335,6 +351,8 @@ class GRPOTrainer:
     def save(self, step: int) -> Path:
         state = {"config": to_dict(self.config), "experiment": self.config.experiment,
                  "task_sampler": self.groups.state_dict()}
+        if self.success_replay is not None:
+            state["success_replay"] = self.success_replay.state_dict()
         return save_checkpoint(self.run_dir, step, self.model, self.tokenizer, self.optimizer, self.scheduler,
                                state, keep_last=self.config.trainer.keep_last, agent_config=self.agent_config)
 

@@ -109,6 +109,15 @@ class TrainerConfig:
     demonstrated (its ``data.splits``, recorded in the checkpoint's ``agentgrpo.json``;
     ``covered_seen``, SFT's default, for a checkpoint that records none), so the term anchors
     what SFT taught and adds no demonstration of a family SFT left uncovered."""
+    success_coef: float = 0.0
+    """Weight of a self-imitation term in every update: ``success_coef`` × the token-mean NLL, on the
+    tokens the policy sampled, of ``success_batch_size`` of its own successful write episodes from
+    earlier steps (outcome 1 and a write executed; the latest ``success_buffer`` are kept, in the
+    checkpoint). The demonstration term's anchor on correct writes, from the policy's own finds. 0 = off."""
+    success_batch_size: int = 4
+    """Own successful episodes per update (drawn without replacement, seeded by the step and the update)."""
+    success_buffer: int = 64
+    """How many of the latest successful write episodes the self-imitation term draws from."""
     task_splits: list[str] = field(default_factory=lambda: ["covered_seen", "uncovered_seen"])
     """Splits whose tasks are trained on (the seed trains on covered_seen + uncovered_seen)."""
     val_every: int = 0
@@ -174,6 +183,9 @@ class TrainerConfig:
                 self.write_task_share, "must be null or in [0, 1]")
         require(self.demo_coef >= 0, "trainer.demo_coef", self.demo_coef, "must be >= 0 (0 = off)")
         require(self.demo_batch_size >= 1, "trainer.demo_batch_size", self.demo_batch_size, "must be >= 1")
+        require(self.success_coef >= 0, "trainer.success_coef", self.success_coef, "must be >= 0 (0 = off)")
+        require(self.success_batch_size >= 1, "trainer.success_batch_size", self.success_batch_size, "must be >= 1")
+        require(self.success_buffer >= 1, "trainer.success_buffer", self.success_buffer, "must be >= 1")
         require(self.demo_splits is None or (bool(self.demo_splits) and set(self.demo_splits) <= set(SPLIT_NAMES)),
                 "trainer.demo_splits", self.demo_splits, f"must be null or a non-empty list of {list(SPLIT_NAMES)}")
         require(self.val_temperature >= 0, "trainer.val_temperature", self.val_temperature, "must be >= 0")

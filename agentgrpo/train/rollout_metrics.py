@@ -72,10 +72,19 @@ def outcome_saturated_group_frac(trajectories: list[Trajectory]) -> float | None
     return sum(min(values) == max(values) for values in groups) / len(groups)
 
 
+def write_steps(trajectory: Trajectory, write_tools: Collection[str]) -> list:
+    """The episode's well-formed calls to one of ``write_tools`` (executed or refused by the tool)."""
+    return [s for s in trajectory.steps if s.kind == "tool" and s.name in write_tools]
+
+
+def executed_write(trajectory: Trajectory, write_tools: Collection[str]) -> bool:
+    """The episode changed the database: a call to a write tool that the tool executed (no error)."""
+    return any(not s.error for s in write_steps(trajectory, write_tools))
+
+
 def write_episode_fracs(trajectories: list[Trajectory], write_tools: Collection[str]) -> dict[str, float]:
     """Shares of the episodes with at least one well-formed call to one of ``write_tools`` (even one
     that failed) and with at least one that succeeded (its step has no error)."""
-    writes = [[s for s in t.steps if s.kind == "tool" and s.name in write_tools] for t in trajectories]
     n = len(trajectories)
-    return {metric.ROLLOUT_WRITE_EPISODE_FRAC: sum(bool(w) for w in writes) / n,
-            metric.ROLLOUT_EXECUTED_WRITE_EPISODE_FRAC: sum(any(not s.error for s in w) for w in writes) / n}
+    return {metric.ROLLOUT_WRITE_EPISODE_FRAC: sum(bool(write_steps(t, write_tools)) for t in trajectories) / n,
+            metric.ROLLOUT_EXECUTED_WRITE_EPISODE_FRAC: sum(executed_write(t, write_tools) for t in trajectories) / n}
