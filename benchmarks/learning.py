@@ -1,7 +1,7 @@
 """Does GRPO make the airline agent better at its training tasks? Before/after, paired, with CIs.
 
-Starts from the quickstart's SFT checkpoint (``agentgrpo sft`` with the packaged ``sft.yaml``;
-trained once into ``--out``/sft unless ``--sft DIR``), measures *sampled* success on a fixed
+Starts from ``agentgrpo sft``'s packaged default (``sft.yaml``: one world, 8 demonstrations of each
+of its 16 covered tasks; trained once into ``--out``/sft unless ``--sft DIR``), measures *sampled* success on a fixed
 pool of training tasks (the env's covered_seen + uncovered_seen: 40 tasks) at the rollout
 temperature with ``--trials`` samples per task, trains each experiment with the mechanisms that
 make groups carry signal (frontier task sampler, dynamic sampling, no AdamW step on a zero
@@ -75,12 +75,12 @@ LEARNING_SETTINGS = [
 
 
 def sft_checkpoint(out: Path, given: str | None) -> Path:
-    """The quickstart's SFT checkpoint: ``given``, or trained once into ``out/sft``."""
+    """The SFT checkpoint: ``given``, or ``sft.yaml``'s trained once into ``out/sft``."""
     if given:
         return Path(given)
     final = out / "sft" / "final"
     if not (final / "agentgrpo.json").is_file():
-        print(f"SFT: training the quickstart's SFT into {out / 'sft'} (sft.yaml)", flush=True)
+        print(f"SFT: training sft.yaml's SFT into {out / 'sft'}", flush=True)
         train_sft(load_config(SFTConfig, [f"run_dir={out / 'sft'}", "progress=false"], defaults="sft.yaml"))
     return final
 
@@ -200,7 +200,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="runs/bench/learning")
-    parser.add_argument("--sft", help="SFT checkpoint (default: train the quickstart's SFT once into OUT/sft)")
+    parser.add_argument("--sft", help="SFT checkpoint (default: train sft.yaml's once into OUT/sft)")
     parser.add_argument("--experiments", default="vanilla,joint")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--checks", default=None, help="checkpoint steps evaluated (default: steps/2,steps)")
