@@ -31,32 +31,44 @@ def demo_nll_by_hand(model: torch.nn.Module, demos: list[SFTExample]) -> torch.T
     return total / weight
 
 
-def test_update_adds_demo_coef_times_the_demonstrations_nll_gradient(tiny_policy_dir, tmp_path):
+def sgd_trainer(tiny_policy_dir, tmp_path, *overrides: str) -> GRPOTrainer:
+    """A vanilla trainer (no KL, no clipping of the norm) on plain SGD at lr 1: an update moves the
+    weights by exactly minus the gradient."""
     config = fast_grpo_config(tiny_policy_dir, tmp_path, "experiment=vanilla", "algo.kl_coef=0",
                               "trainer.mini_batch_size=4", "trainer.micro_batch_size=2", "trainer.tasks_per_step=2",
-                              "trainer.max_grad_norm=1e9", "trainer.demo_coef=0.5", "trainer.demo_batch_size=2")
+                              "trainer.max_grad_norm=1e9", *overrides)
     trainer = GRPOTrainer(config)
     trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
     trainer.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.optimizer, lambda _: 1.0)
+    return trainer
+
+
+def weights_after_nll_term(trainer: GRPOTrainer, batch, examples: list[SFTExample], coef: float):
+    """By hand: the weights after one SGD step on the vanilla loss of test_grpo's hand check +
+    ``coef`` × the token-mean NLL of ``examples``, and that NLL."""
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.model.zero_grad()
+    logits = trainer.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    logp = torch.log_softmax(logits / trainer.config.rollout.temperature, -1)
+    logp = logp.gather(-1, batch.input_ids[:, 1:, None])[..., 0]
+    mask = batch.response_mask[:, 1:]
+    pg = -((batch.seq_advantages / mask.sum(dim=1))[:, None] * logp * mask).sum() / 4
+    nll = demo_nll_by_hand(trainer.model, examples)
+    (pg + coef * nll).backward()
+    return [b - p.grad for b, p in zip(before, trainer.model.parameters())], nll.item()
+
+
+def test_update_adds_demo_coef_times_the_demonstrations_nll_gradient(tiny_policy_dir, tmp_path):
+    trainer = sgd_trainer(tiny_policy_dir, tmp_path, "trainer.demo_coef=0.5", "trainer.demo_batch_size=2")
     batch, _ = trainer.compute_advantages(synthetic_trajectories(trainer.groups.chat.pad_token_id))
     plan = trainer.plan_updates(batch, step=3)
     trainer.compute_old_logprobs(batch, plan)
     demos = trainer.demo_replay.draw(3, 0)
     assert len(demos) == 2
-    before = [p.detach().clone() for p in trainer.model.parameters()]
-
-    # by hand: the vanilla loss of test_grpo's hand check + 0.5 × the demonstrations' token-mean NLL
-    trainer.model.zero_grad()
-    logits = trainer.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
-    logp = torch.log_softmax(logits / config.rollout.temperature, -1).gather(-1, batch.input_ids[:, 1:, None])[..., 0]
-    mask = batch.response_mask[:, 1:]
-    pg = -((batch.seq_advantages / mask.sum(dim=1))[:, None] * logp * mask).sum() / 4
-    nll = demo_nll_by_hand(trainer.model, demos)
-    (pg + 0.5 * nll).backward()
-    expected = [b - p.grad for b, p in zip(before, trainer.model.parameters())]
+    expected, nll = weights_after_nll_term(trainer, batch, demos, 0.5)
 
     metrics = trainer.update(batch, plan, step=3)
-    assert metrics["loss/demo_nll"] == pytest.approx(nll.item(), rel=1e-5)
+    assert metrics["loss/demo_nll"] == pytest.approx(nll, rel=1e-5)
     for got, want in zip(trainer.model.parameters(), expected):
         torch.testing.assert_close(got.detach(), want, atol=2e-6, rtol=1e-5)
 

@@ -14,7 +14,7 @@ from agentgrpo.envs.types import Step
 from agentgrpo.train.demo_replay import SuccessReplay, episode_example
 from agentgrpo.train.grpo import GRPOTrainer
 
-from .test_demo_replay import demo_nll_by_hand
+from .test_demo_replay import sgd_trainer, weights_after_nll_term
 from .test_grpo import synthetic_trajectories
 
 WRITES = frozenset({"cancel_reservation"})
@@ -57,12 +57,7 @@ def test_the_buffer_keeps_the_latest_and_draws_by_step_and_update():
 
 
 def test_update_adds_success_coef_times_the_own_episodes_nll_gradient(tiny_policy_dir, tmp_path):
-    config = fast_grpo_config(tiny_policy_dir, tmp_path, "experiment=vanilla", "algo.kl_coef=0",
-                              "trainer.mini_batch_size=4", "trainer.micro_batch_size=2", "trainer.tasks_per_step=2",
-                              "trainer.max_grad_norm=1e9", "trainer.success_coef=0.5", "trainer.success_batch_size=2")
-    trainer = GRPOTrainer(config)
-    trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
-    trainer.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.optimizer, lambda _: 1.0)
+    trainer = sgd_trainer(tiny_policy_dir, tmp_path, "trainer.success_coef=0.5", "trainer.success_batch_size=2")
     trajectories = synthetic_trajectories(trainer.groups.chat.pad_token_id)
     trainer.success_replay.buffer.extend(episode_example(t) for t in trajectories[:3])
     batch, _ = trainer.compute_advantages(trajectories)
@@ -70,20 +65,10 @@ def test_update_adds_success_coef_times_the_own_episodes_nll_gradient(tiny_polic
     trainer.compute_old_logprobs(batch, plan)
     replayed = trainer.success_replay.draw(3, 0)
     assert len(replayed) == 2
-    before = [p.detach().clone() for p in trainer.model.parameters()]
-
-    # by hand: the vanilla loss of test_grpo's hand check + 0.5 × the episodes' token-mean NLL on their responses
-    trainer.model.zero_grad()
-    logits = trainer.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
-    logp = torch.log_softmax(logits / config.rollout.temperature, -1).gather(-1, batch.input_ids[:, 1:, None])[..., 0]
-    mask = batch.response_mask[:, 1:]
-    pg = -((batch.seq_advantages / mask.sum(dim=1))[:, None] * logp * mask).sum() / 4
-    nll = demo_nll_by_hand(trainer.model, replayed)
-    (pg + 0.5 * nll).backward()
-    expected = [b - p.grad for b, p in zip(before, trainer.model.parameters())]
+    expected, nll = weights_after_nll_term(trainer, batch, replayed, 0.5)  # labelled on the responses only
 
     metrics = trainer.update(batch, plan, step=3)
-    assert metrics["loss/success_nll"] == pytest.approx(nll.item(), rel=1e-5)
+    assert metrics["loss/success_nll"] == pytest.approx(nll, rel=1e-5)
     for got, want in zip(trainer.model.parameters(), expected):
         torch.testing.assert_close(got.detach(), want, atol=2e-6, rtol=1e-5)
 
