@@ -97,6 +97,17 @@ def evaluate_pool(policy: Path, out_dir: Path, trials: int, temperature: float) 
     return load_eval(out_dir)
 
 
+def seed_list(text: str) -> list[int]:
+    """``--seeds``: comma-separated non-negative integers, at least one."""
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r}: give distinct non-negative integers, e.g. 0,1,2")
+    return seeds
+
+
 def run_name(experiment: str, seed: int) -> str:
     """A run's directory name: the experiment for seed 0 (the layout of one-seed benchmarks), with
     ``-seed<N>`` after it for the others."""
@@ -205,7 +216,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--checks", default=None, help="checkpoint steps evaluated (default: steps/2,steps)")
     parser.add_argument("--trials", type=int, default=16, help="samples per pool task per evaluation")
-    parser.add_argument("--seeds", default="0", help="GRPO seeds of every experiment, comma-separated "
+    parser.add_argument("--seeds", default=[0], type=seed_list, help="GRPO seeds of every experiment, comma-separated "
                         "(each trains its own run from the one SFT; intervals treat seeds as random)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("overrides", nargs="*", help="GRPO overrides applied to every experiment (key=value)")
@@ -222,7 +233,7 @@ def main() -> None:
     print(f"SFT: {sft}", flush=True)
     before_dir = out / "eval_sft"
     before = evaluate_pool(sft, before_dir, args.trials, temperature)
-    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    seeds = args.seeds
     results: dict[str, Any] = {
         "sft": str(sft), "trials": args.trials, "temperature": temperature, "eval_seed": EVAL_SEED,
         "pool_splits": POOL_SPLITS, "settings": [*LEARNING_SETTINGS, *args.overrides], "steps": args.steps,

@@ -53,6 +53,15 @@ def test_run_names_keep_the_one_seed_layout(learning):
     assert learning.run_name("joint", 2) == "joint-seed2"
 
 
+def test_seeds_are_distinct_non_negative_integers(learning):
+    import argparse
+
+    assert learning.seed_list("0, 1,2") == [0, 1, 2]
+    for bad in ("x", "", "0,0", "-1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="distinct non-negative integers"):
+            learning.seed_list(bad)
+
+
 def test_pool_pass1_averages_seeds_and_lists_each(learning):
     reports = {0: _report(dict(zip(TASKS, [4, 4, 0, 2]))), 1: _report(dict(zip(TASKS, [0, 4, 0, 2])))}
     pool = learning.pool_pass1(reports)
