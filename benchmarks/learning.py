@@ -1,8 +1,8 @@
 """Does GRPO make the airline agent better at its training tasks? Before/after, paired, with CIs.
 
-Starts from ``agentgrpo sft``'s packaged default (``sft.yaml``: one world, 8 demonstrations of each
-of its 16 covered tasks; trained once into ``--out``/sft unless ``--sft DIR``), measures *sampled* success on a fixed
-pool of training tasks (the env's covered_seen + uncovered_seen: 40 tasks) at the rollout
+Starts from ``agentgrpo sft``'s packaged default (``sft.yaml``: one world, 8 demonstrations of
+each of its 16 covered tasks; trained once into ``--out``/sft unless ``--sft DIR``), measures
+*sampled* success on a fixed pool of training tasks (the env's covered_seen + uncovered_seen: 40 tasks) at the rollout
 temperature with ``--trials`` samples per task, trains each experiment with the mechanisms that
 make groups carry signal (frontier task sampler, dynamic sampling, no AdamW step on a zero
 gradient), and measures the pool again at a few checkpoints. The evaluation's user seeds come
@@ -44,7 +44,7 @@ from agentgrpo.eval.compare import load_eval  # noqa: E402
 from agentgrpo.eval.evaluator import EvalConfig, evaluate  # noqa: E402
 from agentgrpo.eval.figures import FIGURE_LABELS, FIGURES  # noqa: E402
 from agentgrpo.eval.grid import seed_aware_delta  # noqa: E402
-from agentgrpo.eval.stats import hierarchical_bootstrap  # noqa: E402
+from agentgrpo.eval.stats import Estimate, hierarchical_bootstrap  # noqa: E402
 from agentgrpo.eval.summary import task_pass1  # noqa: E402
 from agentgrpo.report.plots import save_figure  # noqa: E402
 from agentgrpo.train.grpo import train_grpo  # noqa: E402
@@ -261,10 +261,10 @@ def main() -> None:
             "families": family_pass1(evals[last], before),
             "groups": group_shares([read_metrics(out / run_name(experiment, s)) for s in seeds], TASKS_PER_STEP),
         }
-        write = delta["figures"].get("write", {}).get("estimate")
-        print(f"{experiment}: write-task pass^1 after − before "
-              f"{write['value']:+.3f} [{write['low']:+.3f}, {write['high']:+.3f}] " if write else f"{experiment}: ",
-              f"(train and evaluate {train_s / 60:.1f} min)", flush=True)
+        write = delta["figures"].get("write")
+        summary = (f"write-task pass^1 after − before {Estimate.from_dict(write['estimate']).format(signed=True)}"
+                   if write else "no write task in the pool")
+        print(f"{experiment}: {summary} (train and evaluate {train_s / 60:.1f} min)", flush=True)
     results["wall_seconds"] = time.perf_counter() - start
     # the benchmark's own cost, whichever invocations did the work: every evaluation's wall time
     # and every GRPO step's (an interrupted or resumed benchmark counts each part once)
@@ -304,11 +304,10 @@ def _pass1(report: dict[str, Any]) -> dict[str, float]:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    seeds = results.get("seeds", [0])
     lines = [f"Pool: {results['pool_splits']} ({results['trials']} samples per task at T = "
              f"{results['temperature']}, user seeds from {results['eval_seed']}); SFT pass^1 "
              f"{results['before']['value']:.3f} [{results['before']['low']:.3f}, {results['before']['high']:.3f}]; "
-             f"GRPO seeds {', '.join(map(str, seeds))}, each from the same SFT.",
+             f"GRPO seeds {', '.join(map(str, results['seeds']))}, each from the same SFT.",
              "", "| experiment | step | pool pass^1 [95% CI] | per seed |", "|---|---|---|---|"]
     for name, res in results["experiments"].items():
         for step in res["checks"]:

@@ -18,6 +18,7 @@ from collections.abc import Collection
 
 from agentgrpo import metric_names as metric
 from agentgrpo.agent.types import Trajectory
+from agentgrpo.envs.types import Step
 from agentgrpo.stats_util import percentile_50
 
 
@@ -72,7 +73,7 @@ def outcome_saturated_group_frac(trajectories: list[Trajectory]) -> float | None
     return sum(min(values) == max(values) for values in groups) / len(groups)
 
 
-def write_steps(trajectory: Trajectory, write_tools: Collection[str]) -> list:
+def write_steps(trajectory: Trajectory, write_tools: Collection[str]) -> list[Step]:
     """The episode's well-formed calls to one of ``write_tools`` (executed or refused by the tool)."""
     return [s for s in trajectory.steps if s.kind == "tool" and s.name in write_tools]
 
