@@ -8,7 +8,10 @@ make groups carry signal (frontier task sampler, dynamic sampling, no AdamW step
 gradient), and measures the pool again at a few checkpoints. The evaluation's user seeds come
 from ``EVAL_SEED``, a stream no training rollout uses (training derives its user seeds from
 ``(seed, step, task, sample)``), so no evaluation reuses a sample that chose a task; every
-checkpoint is evaluated on the same tasks, trials and user seeds, so differences are paired.
+checkpoint is evaluated on the same tasks, trials and user seeds, so differences are paired. Every
+evaluation decodes as training does (the ``rollout.*`` settings, the overrides' included: with
+``rollout.constrain_tool_calls=true rollout.copy_arguments=true`` both sides are the agent under
+schema-guided decoding); one kept from an earlier invocation that decoded otherwise is refused.
 
 Reports, per experiment: pool pass^1 at each checkpoint (the learning curve, with 95% bootstrap
 intervals over tasks), the paired difference after − before of every headline figure (overall,
@@ -31,6 +34,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -85,14 +89,29 @@ def sft_checkpoint(out: Path, given: str | None) -> Path:
     return final
 
 
-def evaluate_pool(policy: Path, out_dir: Path, trials: int, temperature: float) -> dict[str, Any]:
-    """Sampled pass^1 of ``policy`` on the pool (kept when already done: the runs are resumable)."""
-    if (out_dir / "eval.json").is_file():
-        return load_eval(out_dir)
+def decoding_settings(overrides: list[str]) -> list[str]:
+    """The ``rollout.*`` settings among ``overrides``: how the agent decodes, in training and in
+    every pool evaluation alike (temperature, turn budget, ``rollout.constrain_tool_calls`` ...)."""
+    return [o for o in overrides if o.startswith("rollout.")]
+
+
+def evaluate_pool(policy: Path, out_dir: Path, trials: int, decoding: list[str]) -> dict[str, Any]:
+    """Sampled pass^1 of ``policy`` on the pool, decoded with ``decoding`` (``rollout.*`` overrides).
+
+    Kept when already done (the runs are resumable), unless it decoded otherwise: an evaluation
+    under other rollout settings is not paired with this one, so that is an error, not a reuse."""
     config = load_config(EvalConfig, [
         f"policy.init={policy}", f"out_dir={out_dir}", f"trials={trials}", f"seed={EVAL_SEED}",
-        f"splits=[{','.join(POOL_SPLITS)}]", f"rollout.temperature={temperature}", "progress=false",
+        f"splits=[{','.join(POOL_SPLITS)}]", "progress=false", *decoding,
     ], defaults="eval.yaml")
+    if (out_dir / "eval.json").is_file():
+        report = load_eval(out_dir)
+        ran = report.get("provenance", {}).get("config", {}).get("rollout")
+        wanted = asdict(config.rollout)
+        if ran is not None and ran != wanted:
+            differ = ", ".join(f"rollout.{k}={ran.get(k)} (now {v})" for k, v in wanted.items() if ran.get(k) != v)
+            raise SystemExit(f"{out_dir} was evaluated with {differ}; give another --out for these settings")
+        return report
     evaluate(config)
     return load_eval(out_dir)
 
@@ -232,7 +251,8 @@ def main() -> None:
     sft = sft_checkpoint(out, args.sft)
     print(f"SFT: {sft}", flush=True)
     before_dir = out / "eval_sft"
-    before = evaluate_pool(sft, before_dir, args.trials, temperature)
+    decoding = decoding_settings([*LEARNING_SETTINGS, *args.overrides])
+    before = evaluate_pool(sft, before_dir, args.trials, decoding)
     seeds = args.seeds
     results: dict[str, Any] = {
         "sft": str(sft), "trials": args.trials, "temperature": temperature, "eval_seed": EVAL_SEED,
@@ -251,7 +271,7 @@ def main() -> None:
             models = train(experiment, sft, out / name, args.steps, sorted(set(checks) | done), seed, args.overrides)
             for step, model in models.items():
                 evals.setdefault(step, {})[seed] = evaluate_pool(model, out / f"eval_{name}_step{step}",
-                                                                 args.trials, temperature)
+                                                                 args.trials, decoding)
         train_s = time.perf_counter() - clock
         last = max(checks)
         delta = seed_aware_delta(evals[last], {0: before}, {seed: 0 for seed in seeds})

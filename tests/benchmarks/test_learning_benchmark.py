@@ -3,11 +3,16 @@ each family before / after, group shares averaged over seeds (hand-computed valu
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import types
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+
+from agentgrpo.config import load_config
+from agentgrpo.eval.config import EvalConfig
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "learning.py"
 
@@ -110,3 +115,22 @@ def test_markdown_prints_every_headline_figure_with_its_per_seed_values(learning
     assert "| joint | write-task pass^1 | +0.250 [" in text and "| +0.250, +0.250 |" in text
     assert "| joint | no-write pass^1 | +0.000 [+0.000, +0.000] | +0.000, +0.000 |" in text
     assert "| a/cancel (w) | 0.50 | 0.75 |" in text
+
+
+def test_every_pool_evaluation_decodes_with_the_rollout_settings_of_training(learning):
+    settings = ["trainer.lr=1e-4", "rollout.temperature=0.7", "algo.kl_coef=0.05",
+                "rollout.constrain_tool_calls=true", "rollout.copy_arguments=true"]
+    assert learning.decoding_settings(settings) == [
+        "rollout.temperature=0.7", "rollout.constrain_tool_calls=true", "rollout.copy_arguments=true"]
+
+
+def test_a_kept_evaluation_that_decoded_otherwise_is_refused_not_reused(learning, tmp_path):
+    """An evaluation kept from an earlier invocation under other rollout settings is not paired
+    with this one: the benchmark stops naming the setting instead of reusing it."""
+    free = learning.decoding_settings(learning.LEARNING_SETTINGS)
+    ran = load_config(EvalConfig, ["policy.init=x", *free], defaults="eval.yaml").rollout
+    report = {**_report({"a:cancel:w": 2}), "provenance": {"config": {"rollout": asdict(ran)}}}
+    (tmp_path / "eval.json").write_text(json.dumps(report))
+    assert learning.evaluate_pool(Path("x"), tmp_path, 4, free)["per_task"][0]["task_id"] == "a:cancel:w"
+    with pytest.raises(SystemExit, match=r"rollout\.constrain_tool_calls=False \(now True\)"):
+        learning.evaluate_pool(Path("x"), tmp_path, 4, [*free, "rollout.constrain_tool_calls=true"])
