@@ -34,7 +34,6 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agentgrpo.config import load_config  # noqa: E402
+from agentgrpo.config import differing_keys, load_config, to_dict  # noqa: E402
 from agentgrpo.eval.compare import load_eval  # noqa: E402
 from agentgrpo.eval.evaluator import EvalConfig, evaluate  # noqa: E402
 from agentgrpo.eval.figures import FIGURE_LABELS, FIGURES  # noqa: E402
@@ -51,6 +50,7 @@ from agentgrpo.eval.grid import seed_aware_delta  # noqa: E402
 from agentgrpo.eval.stats import Estimate, hierarchical_bootstrap  # noqa: E402
 from agentgrpo.eval.summary import task_pass1  # noqa: E402
 from agentgrpo.report.plots import save_figure  # noqa: E402
+from agentgrpo.rollout.config import RolloutConfig  # noqa: E402
 from agentgrpo.train.grpo import train_grpo  # noqa: E402
 from agentgrpo.train.grpo_config import GRPOConfig  # noqa: E402
 from agentgrpo.train.sft import train_sft  # noqa: E402
@@ -107,10 +107,11 @@ def evaluate_pool(policy: Path, out_dir: Path, trials: int, decoding: list[str])
     if (out_dir / "eval.json").is_file():
         report = load_eval(out_dir)
         ran = report.get("provenance", {}).get("config", {}).get("rollout")
-        wanted = asdict(config.rollout)
-        if ran is not None and ran != wanted:
-            differ = ", ".join(f"rollout.{k}={ran.get(k)} (now {v})" for k, v in wanted.items() if ran.get(k) != v)
-            raise SystemExit(f"{out_dir} was evaluated with {differ}; give another --out for these settings")
+        differ = {} if ran is None else differing_keys(
+            {"rollout": ran}, {"rollout": to_dict(config.rollout)}, defaults={"rollout": to_dict(RolloutConfig())})
+        if differ:
+            listed = ", ".join(f"{key}={old} (now {new})" for key, (old, new) in differ.items())
+            raise SystemExit(f"{out_dir} was evaluated with {listed}; give another --out for these settings")
         return report
     evaluate(config)
     return load_eval(out_dir)
@@ -246,8 +247,6 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     checks = ([int(s) for s in args.checks.split(",")] if args.checks
               else sorted({max(1, args.steps // 2), args.steps}))
-    temperature = float(next((o.split("=", 1)[1] for o in [*LEARNING_SETTINGS, *args.overrides]
-                              if o.startswith("rollout.temperature=")), 0.7))
     sft = sft_checkpoint(out, args.sft)
     print(f"SFT: {sft}", flush=True)
     before_dir = out / "eval_sft"
@@ -255,7 +254,7 @@ def main() -> None:
     before = evaluate_pool(sft, before_dir, args.trials, decoding)
     seeds = args.seeds
     results: dict[str, Any] = {
-        "sft": str(sft), "trials": args.trials, "temperature": temperature, "eval_seed": EVAL_SEED,
+        "sft": str(sft), "trials": args.trials, "temperature": before["temperature"], "eval_seed": EVAL_SEED,
         "pool_splits": POOL_SPLITS, "settings": [*LEARNING_SETTINGS, *args.overrides], "steps": args.steps,
         "seeds": seeds, "before": _pass1(before), "experiments": {},
     }
