@@ -61,6 +61,8 @@ def test_overrides_win_and_the_config_round_trips():
     ("env.source=tau_bench", "env.data_dir is required"),
     ("algo.clip_low=-1", "algo.clip_low"),
     ("novalue", "not of the form key=value"),
+    ("rollout.copy_by_kind=true", "rollout.copy_by_kind=True is invalid: needs rollout.copy_arguments=true"),
+    ("rollout.copy_from_evidence=true", "rollout.copy_from_evidence=True is invalid: needs rollout.copy_arguments"),
 ])
 def test_bad_values_fail_at_start_naming_the_key(override, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):

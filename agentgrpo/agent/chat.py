@@ -33,7 +33,7 @@ from agentgrpo.agent.format import (
     openai_assistant_text,
     parse_assistant,
 )
-from agentgrpo.agent.grammar import ToolCallGrammar
+from agentgrpo.agent.grammar import ToolCallGrammar, ValueKind
 from agentgrpo.agent.turn import recorded_text
 from agentgrpo.chat_content import content_text
 from agentgrpo.envs.transcript import TranscriptBuilder
@@ -169,7 +169,7 @@ class ChatFormat:
         self.eos_token_ids: list[int] = ids
         pad = tokenizer.pad_token_id
         self.pad_token_id: int = int(pad) if pad is not None else self.end_of_turn_id
-        self._grammars: dict[tuple[int, bool], ToolCallGrammar] = {}
+        self._grammars: dict[tuple[Any, ...], ToolCallGrammar] = {}
 
     # -- messages ---------------------------------------------------------------------
     def initial_messages(self, first_user_message: str) -> list[Message]:
@@ -179,16 +179,29 @@ class ChatFormat:
             {"role": "user", "content": first_user_message},
         ]
 
-    def grammar(self, vocab_size: int, copy_values: bool = False) -> ToolCallGrammar:
+    def grammar(self, vocab_size: int, copy_values: bool = False,
+                value_kinds: Sequence[ValueKind] = (), evidence_only: bool = False) -> ToolCallGrammar:
         """The grammar of this format's assistant turns over a model's ``vocab_size`` logits
-        (built once; the rollout engine and the trainer share it). ``copy_values``: see
-        ``ToolCallGrammar``."""
-        key = (vocab_size, copy_values)
+        (built once; the rollout engine and the trainer share it). ``copy_values``,
+        ``value_kinds``: see ``ToolCallGrammar``; ``evidence_only``: the assistant's own turns
+        are no source of copied values (its ``own_turns``)."""
+        key = (vocab_size, copy_values, tuple(value_kinds), evidence_only)
         if key not in self._grammars:
             system = self.encode(self.render([{"role": "system", "content": self.system_prompt}], False))
+            own_turns = (self.assistant_header(), self.end_of_turn_id) if evidence_only else None
             self._grammars[key] = ToolCallGrammar(self.tokenizer, self.tools, self.eos_token_ids, vocab_size,
-                                                  copy_values=copy_values, context_start=len(system))
+                                                  copy_values=copy_values, context_start=len(system),
+                                                  value_kinds=value_kinds, own_turns=own_turns)
         return self._grammars[key]
+
+    def assistant_header(self) -> list[int]:
+        """The token ids the template writes before an assistant turn's content (its generation
+        prompt: ChatML's ``<|im_start|>assistant\\n``)."""
+        probe = [{"role": "user", "content": _PROBE}]
+        opened, closed = self.render(probe, True), self.render(probe, False)
+        if not opened.startswith(closed) or opened == closed:
+            raise ValueError("the chat template writes no generation prompt after the conversation so far")
+        return self.encode(opened[len(closed):])
 
     def parse(self, text: str) -> ParsedAction:
         """``parse_assistant`` with this format's tools and ``end_markers`` (the parse

@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -51,10 +51,11 @@ def context_values(text: str) -> list[str]:
     return sorted({word.rstrip(_WORD_END) for word in _WORD.findall(text)} - {""})
 
 
-def copy_schema(schema: dict[str, Any], values: Sequence[str], free_text: Collection[str],
-                name: str | None = None) -> dict[str, Any]:
+def copy_schema(schema: dict[str, Any], values: Sequence[str] | Callable[[str | None], Sequence[str]],
+                free_text: Collection[str], name: str | None = None) -> dict[str, Any]:
     """``schema`` with every copied string argument (a string without an enum, not named in
-    ``free_text``) restricted to ``values``."""
+    ``free_text``) restricted to ``values``: the words it may take, or a function of the
+    argument's name giving them (``values_by_kind``)."""
     out = dict(schema)
     if out.get("type") == "object":
         out["properties"] = {key: copy_schema(sub, values, free_text, key)
@@ -62,8 +63,41 @@ def copy_schema(schema: dict[str, Any], values: Sequence[str], free_text: Collec
     elif out.get("type") == "array" and isinstance(out.get("items"), dict):
         out["items"] = copy_schema(out["items"], values, free_text, name)
     elif out.get("type") == "string" and "enum" not in out and name not in free_text:
-        out["enum"] = list(values)
+        out["enum"] = list(values(name) if callable(values) else values)
     return out
+
+
+class ValueKind(Protocol):
+    """A kind of id as ``agentgrpo.envs.delex.IdKind`` declares it (what the grammar reads of it)."""
+
+    tag: str
+    pattern: str
+    arguments: tuple[str, ...]
+
+
+_SLOT_WORD = re.compile(r"<([A-Z])[1-9][0-9]*>")
+
+
+def word_kind(word: str, kinds: Sequence[ValueKind]) -> str | None:
+    """The tag of the kind of id ``word`` is: a slot of that kind (``<R2>``), or an id its
+    pattern matches whole (kinds tried in order, as delexicalisation does); None for any other
+    word (a date, a code, a name)."""
+    slot = _SLOT_WORD.fullmatch(word)
+    tags = {kind.tag for kind in kinds}
+    if slot is not None and slot.group(1) in tags:
+        return slot.group(1)
+    return next((kind.tag for kind in kinds if re.fullmatch(kind.pattern, word)), None)
+
+
+def values_by_kind(values: Sequence[str], kinds: Sequence[ValueKind]) -> Callable[[str | None], list[str]]:
+    """For ``copy_schema``: an argument a kind names (``reservation_id``) takes the words of that
+    kind, any other copied argument the words of no kind: a reservation id is never a flight
+    number, a user id or an airport, nor an airport an id."""
+    by_tag: dict[str | None, list[str]] = {}
+    for word in values:
+        by_tag.setdefault(word_kind(word, kinds), []).append(word)
+    tag_of = {argument: kind.tag for kind in kinds for argument in kind.arguments}
+    return lambda name: by_tag.get(tag_of.get(name or ""), [])
 
 
 def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -83,14 +117,17 @@ def _lark_string(text: str) -> str:
 
 
 def turn_grammar(tools: Sequence[dict[str, Any]], tag_tokens: tuple[int, int] | None = None,
-                 values: Sequence[str] | None = None, free_text: Collection[str] = FREE_TEXT_ARGUMENTS) -> str:
+                 values: Sequence[str] | Callable[[str | None], Sequence[str]] | None = None,
+                 free_text: Collection[str] = FREE_TEXT_ARGUMENTS) -> str:
     """The Lark grammar (llguidance dialect) of one assistant turn for these OpenAI tool schemas.
 
     tag_tokens: the ids of ``<tool_call>`` and ``</tool_call>`` when the tokenizer writes
     each as one token (ours does): the grammar then names those tokens, and free text is
     any text. Without them the tags are spelled out and free text may not contain ``<``
     (the lexer must know where the text ends without looking ahead).
-    values: when given, the words a copied string argument may take (``copy_schema``).
+    values: when given, the words a copied string argument may take, or a function of its name
+    giving them (``copy_schema``); a tool with an argument that may take no word is left out
+    (nothing could be written there).
     """
     calls, rules = [], []
     for index, tool in enumerate(tools):
@@ -98,6 +135,8 @@ def turn_grammar(tools: Sequence[dict[str, Any]], tag_tokens: tuple[int, int] | 
         parameters = strict_schema(function.get("parameters") or {"type": "object", "properties": {}})
         if values is not None:
             parameters = copy_schema(parameters, values, free_text)
+            if _has_empty_enum(parameters):
+                continue
         parameters["x-guidance"] = _JSON_LAYOUT
         opening = '{"name": ' + json.dumps(function["name"], ensure_ascii=False) + ', "arguments": '
         calls.append(f"{_lark_string(opening)} arguments_{index} \"}}\"")
@@ -108,6 +147,8 @@ def turn_grammar(tools: Sequence[dict[str, Any]], tag_tokens: tuple[int, int] | 
     else:
         open_tag, close_tag = _lark_string(TOOL_CALL_OPEN), _lark_string(TOOL_CALL_CLOSE)
         text = "/[^<]+/"
+    if not calls:
+        return f"start: TEXT\nTEXT: {text}\n"
     return "\n".join([
         "start: TEXT | TEXT? call_block",
         f'call_block: {open_tag} "\\n" call "\\n" {close_tag}',
@@ -115,6 +156,30 @@ def turn_grammar(tools: Sequence[dict[str, Any]], tag_tokens: tuple[int, int] | 
         *rules,
         f"TEXT: {text}",
     ]) + "\n"
+
+
+def _has_empty_enum(schema: dict[str, Any]) -> bool:
+    if schema.get("enum") == []:
+        return True
+    items = schema.get("items")
+    children = [*schema.get("properties", {}).values(), *([items] if isinstance(items, dict) else [])]
+    return any(_has_empty_enum(child) for child in children)
+
+
+def without_turns(ids: Sequence[int], header: Sequence[int], end: int) -> list[int]:
+    """``ids`` without the turns that ``header`` opens: from each occurrence of ``header``
+    through the next ``end`` token (the last turn, still open, to the end)."""
+    header, out, k = list(header), [], 0
+    while k < len(ids):
+        if header and list(ids[k : k + len(header)]) == header:
+            k += len(header)
+            while k < len(ids) and ids[k] != end:
+                k += 1
+            k += 1  # its end token
+        else:
+            out.append(ids[k])
+            k += 1
+    return out
 
 
 def single_token(tokenizer: Any, text: str) -> int | None:
@@ -189,17 +254,26 @@ class ToolCallGrammar:
     policy that knows an id's or a date's shape but not which one to copy picks among those in
     its context, not from memory.
     free_text: the string arguments exempt from that (``FREE_TEXT_ARGUMENTS``).
+    value_kinds: with ``copy_values``, the domain's kinds of id (``IdKind``): an argument a kind
+    names takes only the words of that kind, every other copied argument only words of no kind
+    (``values_by_kind``); a tool whose id argument has no such word yet cannot be called.
+    own_turns: with ``copy_values``, ``(header, end)``: the token ids that open one of the
+    policy's own turns and the one that closes it; the words between are no source of values
+    (what the agent wrote itself is no evidence: only the user and the tools give values).
     """
 
     def __init__(self, tokenizer: Any, tools: Sequence[dict[str, Any]], eos_token_ids: Sequence[int],
                  vocab_size: int, *, copy_values: bool = False,
-                 free_text: Collection[str] = FREE_TEXT_ARGUMENTS, context_start: int = 0):
+                 free_text: Collection[str] = FREE_TEXT_ARGUMENTS, context_start: int = 0,
+                 value_kinds: Sequence[ValueKind] = (), own_turns: tuple[Sequence[int], int] | None = None):
         import llguidance  # imported on first use: unconstrained decoding never needs it
 
         self.vocab_size = vocab_size
         self.eos_token_ids = tuple(int(t) for t in eos_token_ids)
         self.words = (vocab_size + 31) // 32
         self.copy_values, self.context_start = copy_values, context_start
+        self.value_kinds = tuple(value_kinds)
+        self.own_turns = (tuple(int(t) for t in own_turns[0]), int(own_turns[1])) if own_turns else None
         self.tools, self.free_text = [dict(t) for t in tools], frozenset(free_text)
         tags = (single_token(tokenizer, TOOL_CALL_OPEN), single_token(tokenizer, TOOL_CALL_CLOSE))
         self.tag_tokens = tags if None not in tags else None
@@ -225,9 +299,13 @@ class ToolCallGrammar:
         """The grammar of a turn that follows the tokens ``context`` (the conversation so far)."""
         if not self.copy_values:
             return self._grammar
-        values = tuple(context_values(self._decode(list(context)[self.context_start :])))
+        said = list(context)[self.context_start :]
+        if self.own_turns is not None:
+            said = without_turns(said, *self.own_turns)
+        values = tuple(context_values(self._decode(said)))
         if values not in self._by_values:
-            lark = turn_grammar(self.tools, self.tag_tokens, values, self.free_text)
+            choices = values_by_kind(values, self.value_kinds) if self.value_kinds else values
+            lark = turn_grammar(self.tools, self.tag_tokens, choices, self.free_text)
             self._by_values[values] = self._llguidance.LLMatcher.grammar_from_lark(lark)
             if len(self._by_values) > 256:  # the recent episodes' contexts
                 self._by_values.popitem(last=False)

@@ -36,12 +36,14 @@ MESSAGE_PROTOCOL_KEYS = frozenset({"role", "id", "tool_call_id", "name", "type"}
 
 @dataclass(frozen=True)
 class IdKind:
-    """One kind of id: its slot tag (``R`` gives ``<R1>``), the regex of a whole id, and how
-    many slots an episode has (ids after those stay literal)."""
+    """One kind of id: its slot tag (``R`` gives ``<R1>``), the regex of a whole id, how many
+    slots an episode has (ids after those stay literal), and the tool arguments whose values
+    are ids of this kind (``reservation_id``; what ``rollout.copy_by_kind`` reads)."""
 
     tag: str
     pattern: str
     slots: int
+    arguments: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Z]", self.tag):

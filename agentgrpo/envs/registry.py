@@ -258,13 +258,14 @@ def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, m
     return env
 
 
-def id_kinds(config: EnvConfig) -> Sequence[IdKind]:
+def id_kinds(config: EnvConfig, setting: str = "env.delexicalise") -> Sequence[IdKind]:
     """The configured domain's id kinds (its ``id_kinds``), which delexicalisation replaces by
-    slots; a ConfigError naming ``env.delexicalise`` if the domain declares none."""
+    slots and ``rollout.copy_by_kind`` reads; a ConfigError naming ``setting`` if the domain
+    declares none."""
     kinds = getattr(get_domain(config.domain), "id_kinds", None)
     if not kinds:
-        raise ConfigError(f"env.delexicalise=true is invalid: domain {config.domain!r} declares no id_kinds; "
-                          "set env.delexicalise=false")
+        raise ConfigError(f"{setting}=true is invalid: domain {config.domain!r} declares no id_kinds; "
+                          f"set {setting}=false")
     return kinds
 
 

@@ -153,6 +153,7 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
     from agentgrpo.policy.device import resolve_device
     from agentgrpo.policy.generate import generate_batch
     from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
+    from agentgrpo.rollout.engine import copy_kinds
 
     tasks = eval_tasks(config)
     device = resolve_device(config.policy.device)
@@ -161,7 +162,8 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
     chat = ChatFormat(tokenizer, domain.tool_schemas(), domain.policy,
                       prompt_style=read_agent_config(config.policy.init)["prompt_style"])
     rollout = config.rollout
-    grammar = (chat.grammar(model.config.vocab_size, copy_values=rollout.copy_arguments)
+    grammar = (chat.grammar(model.config.vocab_size, copy_values=rollout.copy_arguments,
+                            value_kinds=copy_kinds(rollout, config.env), evidence_only=rollout.copy_from_evidence)
                if rollout.constrain_tool_calls else None)
     kinds = id_kinds(config.env) if resolve_delexicalise(config.env.delexicalise, config.policy.init) else None
     prompts: list[tuple[list[int], Decision]] = []

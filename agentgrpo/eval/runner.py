@@ -242,7 +242,7 @@ def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[
     from agentgrpo.agent.types import Trajectory
     from agentgrpo.policy.device import autocast, resolve_device
     from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
-    from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
+    from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine, copy_kinds
 
     if not jobs:
         return
@@ -252,7 +252,8 @@ def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[
     chat = ChatFormat(tokenizer, domain.tool_schemas(), domain.policy,
                       prompt_style=read_agent_config(config.policy.init)["prompt_style"])
     rows = min(config.max_batch, config.rollout.max_batch or config.max_batch)
-    engine = RolloutEngine(model, chat, dataclasses.replace(config.rollout, max_batch=rows))
+    engine = RolloutEngine(model, chat, dataclasses.replace(config.rollout, max_batch=rows),
+                           copy_kinds(config.rollout, config.env))
     user_client = llm_user_client(config.env.user)
     delexicalise = resolve_delexicalise(config.env.delexicalise, config.policy.init)
     specs = [EpisodeSpec(make_env(job.bundle, job.task, config.env, job.user_seed,

@@ -42,6 +42,14 @@ class RolloutConfig:
     copy_arguments: bool = False
     """With ``constrain_tool_calls``: a string argument the agent copies (an id, a code, a date, a
     name; not a summary or a thought) must be a word of the conversation so far."""
+    copy_by_kind: bool = False
+    """With ``copy_arguments``: an id argument (``reservation_id``) takes only the conversation's
+    ids of its kind (the domain's ``id_kinds``: a reservation code or an ``<R…>`` slot), every
+    other copied argument only words that are no id; a tool whose id no one has said yet
+    cannot be called."""
+    copy_from_evidence: bool = False
+    """With ``copy_arguments``: the words copied come from what the user and the tools said, not
+    from the agent's own turns (an id it wrote itself, from memory, is no evidence)."""
 
     def __post_init__(self) -> None:
         for key in ("max_turns", "max_new_tokens", "max_total_tokens"):
@@ -55,4 +63,8 @@ class RolloutConfig:
         require(self.regroup_every >= 1, "rollout.regroup_every", self.regroup_every, "must be >= 1")
         require(self.constrain_tool_calls or not self.copy_arguments, "rollout.copy_arguments", self.copy_arguments,
                 "needs rollout.constrain_tool_calls=true (the copy constraint is part of the tool-call grammar)")
+        require(self.copy_arguments or not self.copy_by_kind, "rollout.copy_by_kind", self.copy_by_kind,
+                "needs rollout.copy_arguments=true (it narrows the words an argument copies)")
+        require(self.copy_arguments or not self.copy_from_evidence, "rollout.copy_from_evidence",
+                self.copy_from_evidence, "needs rollout.copy_arguments=true (it narrows the words an argument copies)")
         require(self.share_prefix_min >= 0, "rollout.share_prefix_min", self.share_prefix_min, "must be >= 0")

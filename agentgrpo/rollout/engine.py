@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,9 @@ import torch
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.turn import play_turn
 from agentgrpo.agent.types import Trajectory, Turn
-from agentgrpo.envs.registry import EpisodeEnv
+from agentgrpo.envs.config import EnvConfig
+from agentgrpo.envs.delex import IdKind
+from agentgrpo.envs.registry import EpisodeEnv, id_kinds
 from agentgrpo.envs.transcript import TranscriptBuilder
 from agentgrpo.envs.types import StepResult
 from agentgrpo.rollout.attention import ragged_attention
@@ -97,16 +99,28 @@ class RolloutStats:
         return self.policy_tokens / max(self.generate_seconds + self.env_seconds, 1e-9)
 
 
+def copy_kinds(rollout: RolloutConfig, env: EnvConfig) -> Sequence[IdKind]:
+    """The id kinds a ``RolloutEngine`` needs for ``rollout.copy_by_kind`` (none without it)."""
+    return id_kinds(env, "rollout.copy_by_kind") if rollout.copy_by_kind else ()
+
+
 class RolloutEngine:
     """Runs batches of episodes with one model; see the module docstring."""
 
-    def __init__(self, model: torch.nn.Module, chat: ChatFormat, config: RolloutConfig):
+    def __init__(self, model: torch.nn.Module, chat: ChatFormat, config: RolloutConfig,
+                 value_kinds: Sequence[IdKind] = ()):
+        """value_kinds: the domain's kinds of id, which ``rollout.copy_by_kind`` needs (``copy_kinds``)."""
         self.model = model
         self.chat = chat
         self.config = config
         self.eos_ids = set(chat.eos_token_ids)
         self.last_stats = RolloutStats()
-        self.grammar = (chat.grammar(model.config.vocab_size, copy_values=config.copy_arguments)
+        if config.copy_by_kind and not any(kind.arguments for kind in value_kinds):
+            raise ValueError("rollout.copy_by_kind=true needs the domain's id kinds with the arguments they fill "
+                             "(IdKind.arguments); none were given")
+        self.grammar = (chat.grammar(model.config.vocab_size, copy_values=config.copy_arguments,
+                                     value_kinds=value_kinds if config.copy_by_kind else (),
+                                     evidence_only=config.copy_from_evidence)
                         if config.constrain_tool_calls else None)
 
     @torch.inference_mode()

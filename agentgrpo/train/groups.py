@@ -42,7 +42,7 @@ from agentgrpo.envs.types import Task
 from agentgrpo.openai_client import llm_user_client
 from agentgrpo.policy.device import autocast, model_device
 from agentgrpo.rewards.prm_lite import PRMLite
-from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
+from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine, copy_kinds
 from agentgrpo.train.batch import Dropped, drop_unusable
 from agentgrpo.train.group_filter import groups_in_order, is_informative, outcomes_by_task
 from agentgrpo.train.grpo_config import GRPOConfig
@@ -90,7 +90,7 @@ class GroupSampler:
                                               strata=strata, frontier_by=t.frontier_by)
         self.chat = ChatFormat(tokenizer, self.bundle.domain.tool_schemas(), self.bundle.domain.policy,
                                prompt_style=prompt_style)
-        self.engine = RolloutEngine(model, self.chat, cfg.rollout)
+        self.engine = RolloutEngine(model, self.chat, cfg.rollout, copy_kinds(cfg.rollout, cfg.env))
         self.shared_rollouts = self._shared_rollouts()
         self.prm = PRMLite.from_yaml(cfg.reward.prm_weights) if cfg.reward.prm_weights else PRMLite()
 
@@ -231,7 +231,7 @@ class GroupSampler:
                              task.task_id, f"val:{i}")
                  for i, (bundle, task) in enumerate(self.validation_tasks)]
         val_rollout = dataclasses.replace(cfg.rollout, temperature=cfg.trainer.val_temperature)
-        engine = RolloutEngine(self.model, self.chat, val_rollout)
+        engine = RolloutEngine(self.model, self.chat, val_rollout, copy_kinds(val_rollout, cfg.env))
         trajectories = engine.run(specs, seed=derive_seed("val", cfg.seed, steps_done))
         return {metric.VAL_PASS1: statistics.fmean(t.outcome_reward for t in trajectories) if trajectories else 0.0,
                 metric.VAL_EPISODES: float(len(trajectories))}  # its sample size, for diagnose's val-vs-test check

@@ -9,7 +9,15 @@ import pytest
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.format import render_assistant, render_tool_call
-from agentgrpo.agent.grammar import context_values, strict_schema, turn_grammar
+from agentgrpo.agent.grammar import (
+    context_values,
+    strict_schema,
+    turn_grammar,
+    values_by_kind,
+    without_turns,
+    word_kind,
+)
+from agentgrpo.envs.airline.spec import AIRLINE_ID_KINDS
 from agentgrpo.envs.delex import slot_tokens
 from agentgrpo.envs.registry import id_kinds
 from agentgrpo.policy.tokenizer import domain_corpus, train_tokenizer
@@ -174,3 +182,79 @@ def test_the_system_prompt_is_not_a_source_of_values(chat_format):
     assert grammar.accepts(_turn(chat_format, render_tool_call("get_user_details", {"user_id": "<U1>"})), context)
     assert not grammar.accepts(_turn(chat_format, render_tool_call("get_user_details", {"user_id": "user_id"})),
                                context)
+
+
+def test_words_have_the_kind_of_id_their_slot_or_pattern_says():
+    kinds = list(AIRLINE_ID_KINDS)
+    assert [word_kind(w, kinds) for w in ["<R2>", "<U1>", "ZFA04Y", "HAT001", "mia_li_3668",
+                                          "credit_card_7815826", "JFK", "2024-05-01", "<X1>", "Noah"]] == \
+        ["R", "U", "R", "F", "U", "P", None, None, None, None]
+    choose = values_by_kind(["<R1>", "<U1>", "JFK", "HAT001", "2024-05-01", "<P1>"], kinds)
+    assert choose("reservation_id") == ["<R1>"] and choose("user_id") == ["<U1>"]
+    assert choose("flight_number") == ["HAT001"] and choose("payment_id") == ["<P1>"]
+    assert choose("origin") == ["JFK", "2024-05-01"] == choose("dob")  # words of no kind
+
+
+@pytest.mark.parametrize("delexicalised", [True, False], ids=["slots", "ids"])
+def test_copy_by_kind_gives_each_id_argument_only_ids_of_its_kind(chat_format, delexicalised):
+    grammar = chat_format.grammar(len(chat_format.tokenizer), copy_values=True, value_kinds=AIRLINE_ID_KINDS)
+    by_word = chat_format.grammar(len(chat_format.tokenizer), copy_values=True)
+    user, reservation, card = (("<U1>", "<R1>", "<P1>") if delexicalised
+                               else ("mia_li_3668", "ZFA04Y", "credit_card_7815826"))
+    said = f"I am {user}, cancel {reservation} and pay with {card}. I fly ORD to DTW on 2024-05-24."
+    context = chat_format.encode_prompt([{"role": "system", "content": chat_format.system_prompt},
+                                         {"role": "user", "content": said}])
+
+    def allowed(name, arguments, g=grammar):
+        return g.accepts(_turn(chat_format, render_tool_call(name, arguments)), context)
+
+    assert allowed("cancel_reservation", {"reservation_id": reservation})
+    for wrong in (user, card, "ORD", "2024-05-24"):  # words of the conversation, of the wrong kind
+        assert not allowed("cancel_reservation", {"reservation_id": wrong})
+        assert allowed("cancel_reservation", {"reservation_id": wrong}, by_word)  # copy alone lets them through
+    assert allowed("get_user_details", {"user_id": user})
+    assert not allowed("get_user_details", {"user_id": reservation})
+    assert allowed("search_direct_flight", {"origin": "ORD", "destination": "DTW", "date": "2024-05-24"})
+    assert not allowed("search_direct_flight", {"origin": reservation, "destination": "DTW", "date": "2024-05-24"})
+    bags = {"reservation_id": reservation, "total_baggages": 1, "nonfree_baggages": 0, "payment_id": card}
+    assert allowed("update_reservation_baggages", bags)
+    assert not allowed("update_reservation_baggages", {**bags, "payment_id": user})
+
+
+def test_a_tool_whose_id_no_one_has_said_cannot_be_called(chat_format):
+    grammar = chat_format.grammar(len(chat_format.tokenizer), copy_values=True, value_kinds=AIRLINE_ID_KINDS)
+    context = chat_format.encode_prompt([{"role": "system", "content": chat_format.system_prompt},
+                                         {"role": "user", "content": "Hi, I want to cancel a trip. I fly from ORD."}])
+    assert not grammar.accepts(_turn(chat_format, render_tool_call("cancel_reservation", {"reservation_id": "ORD"})),
+                               context)
+    # what needs no id stays open: asking, searching, transferring
+    assert grammar.accepts(_turn(chat_format, "Could you give me your user id?"), context)
+    assert grammar.accepts(_turn(chat_format, render_tool_call("list_all_airports", {})), context)
+    masks = grammar.turn_masks(_turn(chat_format, "Could you give me your user id?"), context)
+    assert masks.shape[0] == len(_turn(chat_format, "Could you give me your user id?"))
+
+
+def test_without_turns_drops_each_turn_from_its_header_through_its_end():
+    # 7 8 opens a turn, 9 ends it; the last turn is still open
+    assert without_turns([1, 7, 8, 2, 3, 9, 4, 7, 8, 5], [7, 8], 9) == [1, 4]
+    assert without_turns([1, 7, 2, 9], [7, 8], 9) == [1, 7, 2, 9]  # no whole header: nothing dropped
+
+
+def test_copy_from_evidence_ignores_what_the_agent_wrote_itself(chat_format):
+    assert chat_format.assistant_header() == chat_format.encode("<|im_start|>assistant\n")
+    grammar = chat_format.grammar(len(chat_format.tokenizer), copy_values=True, value_kinds=AIRLINE_ID_KINDS,
+                                  evidence_only=True)
+    by_kind = chat_format.grammar(len(chat_format.tokenizer), copy_values=True, value_kinds=AIRLINE_ID_KINDS)
+    context = chat_format.encode_prompt([
+        {"role": "system", "content": chat_format.system_prompt},
+        {"role": "user", "content": "Please cancel my trip ABC123."},
+        {"role": "assistant", "content": "I check reservation ZFA04Y before anything else."},  # from memory
+        {"role": "user", "content": "No, ABC123."}])
+
+    def cancel(reservation, g):
+        return g.accepts(_turn(chat_format, render_tool_call("cancel_reservation", {"reservation_id": reservation})),
+                         context)
+
+    assert cancel("ABC123", grammar) and cancel("ABC123", by_kind)
+    assert not cancel("ZFA04Y", grammar)
+    assert cancel("ZFA04Y", by_kind)  # any word of the conversation, the agent's own included

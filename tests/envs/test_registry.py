@@ -22,6 +22,7 @@ from agentgrpo.envs.registry import (
     domain_names,
     domain_oracle,
     get_domain,
+    id_kinds,
     make_env,
     register_domain,
     split_families,
@@ -258,3 +259,18 @@ def test_an_object_that_is_not_a_domain_is_refused():
             get_domain("broken")
     finally:
         unregister_domain("broken")
+
+
+def test_the_id_kinds_name_every_id_argument_of_the_airline_tools():
+    """``rollout.copy_by_kind`` reads which argument takes which kind of id; a domain without
+    id kinds is refused naming the setting that needs them."""
+    from agentgrpo.rollout.config import RolloutConfig
+    from agentgrpo.rollout.engine import copy_kinds
+
+    kinds = id_kinds(EnvConfig(), "rollout.copy_by_kind")
+    assert {argument: kind.tag for kind in kinds for argument in kind.arguments} == {
+        "flight_number": "F", "user_id": "U", "payment_id": "P", "reservation_id": "R"}
+    by_kind = RolloutConfig(constrain_tool_calls=True, copy_arguments=True, copy_by_kind=True)
+    assert copy_kinds(by_kind, EnvConfig()) == kinds and copy_kinds(RolloutConfig(), EnvConfig()) == ()
+    with pytest.raises(ConfigError, match=r"rollout.copy_by_kind=true is invalid: domain 'toy' declares no id_kinds"):
+        copy_kinds(by_kind, EnvConfig(domain="toy"))

@@ -13,7 +13,9 @@ from helpers import small_env_config
 
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.format import TOOL_CALL_OPEN
+from agentgrpo.agent.grammar import word_kind
 from agentgrpo.envs.airline.factory import build_env, make_env
+from agentgrpo.envs.airline.spec import AIRLINE_ID_KINDS
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import load_policy, read_agent_config
 from agentgrpo.rollout.config import RolloutConfig
@@ -41,11 +43,13 @@ def setup(tiny_policy_dir):
     handle.remove()
 
 
-def rollouts(setup, constrained: bool, seed: int = 0, temperature: float = 1.0, copy: bool = False):
+def rollouts(setup, constrained: bool, seed: int = 0, temperature: float = 1.0, copy: bool = False,
+             by_kind: bool = False, evidence: bool = False):
     bundle, model, chat = setup
     config = RolloutConfig(max_turns=3, max_new_tokens=MAX_NEW_TOKENS, max_total_tokens=4096,
-                           temperature=temperature, constrain_tool_calls=constrained, copy_arguments=copy)
-    engine = RolloutEngine(model, chat, config)
+                           temperature=temperature, constrain_tool_calls=constrained, copy_arguments=copy,
+                           copy_by_kind=by_kind, copy_from_evidence=evidence)
+    engine = RolloutEngine(model, chat, config, AIRLINE_ID_KINDS if by_kind else ())
     specs = [EpisodeSpec(make_env(bundle, task, small_env_config(), user_seed=g, max_steps=3), task.task_id,
                          f"g{i}", g) for i, task in enumerate(bundle.tasks()[:3]) for g in range(2)]
     return engine, engine.run(specs, seed=seed)
@@ -70,12 +74,15 @@ def test_every_finished_turn_is_a_well_formed_call(setup):
     assert names <= chat.tool_names
 
 
-@pytest.mark.parametrize("copy", [False, True], ids=["schema", "schema+copy"])
-def test_sampled_tokens_are_allowed_and_the_trainer_scores_the_sampled_distribution(setup, copy):
+@pytest.mark.parametrize("copy, by_kind, evidence", [(False, False, False), (True, False, False),
+                                                    (True, True, False), (True, True, True)],
+                         ids=["schema", "schema+copy", "schema+copy-by-kind", "schema+copy-by-kind-from-evidence"])
+def test_sampled_tokens_are_allowed_and_the_trainer_scores_the_sampled_distribution(setup, copy, by_kind, evidence):
     bundle, model, chat = setup
-    engine, trajectories = rollouts(setup, constrained=True, seed=1, copy=copy)
+    engine, trajectories = rollouts(setup, constrained=True, seed=1, copy=copy, by_kind=by_kind, evidence=evidence)
     grammar = engine.grammar
-    assert grammar.copy_values == copy
+    assert grammar.copy_values == copy and bool(grammar.value_kinds) == by_kind
+    assert (grammar.own_turns is not None) == evidence
     for traj in trajectories:
         for turn in traj.turns:
             tokens = traj.token_ids[turn.start : turn.end]
@@ -100,3 +107,23 @@ def test_greedy_constrained_decoding_is_deterministic(setup):
     _, first = rollouts(setup, constrained=True, seed=0, temperature=0.0)
     _, again = rollouts(setup, constrained=True, seed=5, temperature=0.0)
     assert [t.token_ids for t in first] == [t.token_ids for t in again]
+
+
+def test_copy_by_kind_fills_every_id_argument_with_an_id_of_its_kind(setup):
+    _, _, chat = setup
+    _, trajectories = rollouts(setup, constrained=True, seed=2, copy=True, by_kind=True)
+    tag_of = {argument: kind.tag for kind in AIRLINE_ID_KINDS for argument in kind.arguments}
+    filled = 0
+    for _, turn in finished_turns(trajectories, chat.eos_token_ids):
+        for name, value in (turn.step.arguments or {}).items():
+            if name in tag_of:
+                assert word_kind(value, AIRLINE_ID_KINDS) == tag_of[name], (turn.step.name, name, value)
+                filled += 1
+    assert filled >= 1
+
+
+def test_copy_by_kind_needs_the_domains_id_kinds(setup):
+    _, model, chat = setup
+    config = RolloutConfig(constrain_tool_calls=True, copy_arguments=True, copy_by_kind=True)
+    with pytest.raises(ValueError, match="copy_by_kind"):
+        RolloutEngine(model, chat, config)

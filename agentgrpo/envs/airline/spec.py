@@ -24,19 +24,20 @@ from agentgrpo.envs.types import Task
 from agentgrpo.envs.user_sim import ChatClient
 
 AIRLINE_ID_KINDS: tuple[IdKind, ...] = (
-    IdKind("F", r"HAT\d{3}", 48),                               # flight numbers, before reservation codes
-    IdKind("U", r"[a-z]+(?:_[a-z]+)*_\d{4}", 4),                 # sara_lee_2916
-    IdKind("P", r"(?:credit_card|gift_card|certificate|paypal)_\d{5,}", 12),
-    IdKind("R", r"[A-Z0-9]{6}", 16),                            # 4WQ150, VAAOXJ, and τ-bench's 429815
+    IdKind("F", r"HAT\d{3}", 48, ("flight_number",)),           # flight numbers, before reservation codes
+    IdKind("U", r"[a-z]+(?:_[a-z]+)*_\d{4}", 4, ("user_id",)),   # sara_lee_2916
+    IdKind("P", r"(?:credit_card|gift_card|certificate|paypal)_\d{5,}", 12, ("payment_id",)),
+    IdKind("R", r"[A-Z0-9]{6}", 16, ("reservation_id",)),       # 4WQ150, VAAOXJ, and τ-bench's 429815
 )
 """What ``env.delexicalise`` replaces by slots in the airline: flight numbers, user ids, payment
 methods and reservation codes (τ-bench's shapes and the generator's). Slots per episode: a
-profile holds a few reservations and payment methods; searches list up to a few dozen flights."""
+profile holds a few reservations and payment methods; searches list up to a few dozen flights.
+Each names the tool arguments that take its ids (every argument of the 14 tools that holds an id)."""
 
 
 _SLOT = re.compile(rf"<[{''.join(kind.tag for kind in AIRLINE_ID_KINDS)}][1-9][0-9]*>")
 """A slot of ``env.delexicalise`` (``<R1>``): an id the transcript does not show."""
-_ID_ENTITIES = ("reservation_id", "flight_number", "payment_id", "user_id")
+_ID_ENTITIES = tuple(argument for kind in AIRLINE_ID_KINDS for argument in kind.arguments)
 
 
 class AirlineDomainSpec:

@@ -38,7 +38,7 @@ from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import TRAIN_SPLITS, EnvBundle, make_env
 from agentgrpo.envs.user_sim import ChatClient
 from agentgrpo.rollout.config import RolloutConfig
-from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine
+from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine, copy_kinds
 from agentgrpo.train.task_sampler import derive_seed
 
 EXTRA_COLUMNS = ("outcome", "transcript", "termination")
@@ -93,7 +93,7 @@ class AirlineRollout:
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
         model = trainer.accelerator.unwrap_model(trainer.model)
-        engine = RolloutEngine(model, self.chat, self.rollout)
+        engine = RolloutEngine(model, self.chat, self.rollout, copy_kinds(self.rollout, self.env_config))
         with native_precision(model):
             self.last = engine.run(self.specs(prompts), seed=derive_seed("trl-rollout", self.seed, self.calls))
         self.calls += 1
