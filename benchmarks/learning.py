@@ -42,7 +42,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agentgrpo.config import differing_keys, load_config, to_dict  # noqa: E402
+from agentgrpo.cli import one_line  # noqa: E402
+from agentgrpo.config import AgentGRPOError, differing_keys, load_config, to_dict  # noqa: E402
 from agentgrpo.eval.compare import load_eval  # noqa: E402
 from agentgrpo.eval.evaluator import EvalConfig, evaluate  # noqa: E402
 from agentgrpo.eval.figures import FIGURE_LABELS, FIGURES  # noqa: E402
@@ -352,4 +353,7 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except AgentGRPOError as error:  # a bad override or checkpoint: one line, as the CLI reports it
+        sys.exit(f"learning.py: {one_line(error)}")

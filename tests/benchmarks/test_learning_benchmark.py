@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 import types
 from dataclasses import asdict
@@ -134,3 +135,13 @@ def test_a_kept_evaluation_that_decoded_otherwise_is_refused_not_reused(learning
     assert learning.evaluate_pool(Path("x"), tmp_path, 4, free)["per_task"][0]["task_id"] == "a:cancel:w"
     with pytest.raises(SystemExit, match=r"rollout\.constrain_tool_calls=False \(now True\)"):
         learning.evaluate_pool(Path("x"), tmp_path, 4, [*free, "rollout.constrain_tool_calls=true"])
+
+
+def test_a_bad_override_is_reported_in_one_line(tmp_path):
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "learning.py"
+    result = subprocess.run([sys.executable, str(script), "--out", str(tmp_path), "--sft", str(tmp_path),
+                             "--experiments", "", "rollout.copy_by_kind=true"], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "learning.py: rollout.copy_by_kind=True is invalid: needs rollout.copy_arguments=true "
+        "(it narrows the words an argument copies)"]
