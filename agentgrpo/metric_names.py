@@ -93,6 +93,11 @@ ALGO_GRAD_NORM_MAX = "algo/grad_norm_max"
 ALGO_SKIPPED_STEP_FRAC = "algo/skipped_step_frac"
 """Share of the step's optimizer steps skipped (zero gradient; 1 when nothing was learned from)."""
 ALGO_LR = "algo/lr"
+ALGO_PRESERVE_FIRST_ORDER = "algo/preserve_first_order"
+"""``trainer.preserve_writes``: the first-order change of the preserve set's log-likelihood by the
+optimizer's step as it came (⟨Δθ, ∇ℓ⟩, before any projection); below 0 the step was projected."""
+ALGO_PRESERVE_PROJECTED_FRAC = "algo/preserve_projected_frac"
+"""``trainer.preserve_writes``: share of the step's updates whose move was projected."""
 
 # ---- algo/: LLDS and the LLD rate
 ALGO_LLDS_GATED_ACTION_FRAC = "algo/llds_gated_action_frac"

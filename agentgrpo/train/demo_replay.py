@@ -92,10 +92,12 @@ class SuccessReplay:
     """The policy's latest ``capacity`` successful write episodes (outcome 1 and a write executed),
     as SFT examples labelled on the tokens the policy sampled, and each update's draw of them."""
 
-    def __init__(self, capacity: int, batch_size: int, seed: int, write_tools: Collection[str]):
+    def __init__(self, capacity: int, batch_size: int, seed: int, write_tools: Collection[str],
+                 term: str = "trainer.success_coef > 0", off: str = "trainer.success_coef=0"):
+        """``term`` / ``off``: the setting that asked for the buffer and how to turn it off (the error's words)."""
         if not write_tools:
-            raise ConfigError("trainer.success_coef > 0: this domain declares no write_tools, so no episode is "
-                              "known to have written; set trainer.success_coef=0")
+            raise ConfigError(f"{term}: this domain declares no write_tools, so no episode is "
+                              f"known to have written; set {off}")
         self.buffer: deque[SFTExample] = deque(maxlen=capacity)
         self.batch_size, self.seed, self.write_tools = batch_size, seed, frozenset(write_tools)
 

@@ -42,7 +42,7 @@ from agentgrpo.algos import get_advantage_estimator, grpo_objective, llds_loss, 
 from agentgrpo.config import ConfigError, to_dict, to_yaml
 from agentgrpo.envs.registry import write_tools
 from agentgrpo.policy.device import model_device
-from agentgrpo.policy.forward import PolicyForward
+from agentgrpo.policy.forward import PolicyForward, TokenScores
 from agentgrpo.policy.hf import load_for_training, load_policy, read_agent_config, resolve_delexicalise, save_policy
 from agentgrpo.progress import progress_bar
 from agentgrpo.tracking import make_tracker
@@ -89,6 +89,9 @@ class GRPOTrainer:
         self.demo_replay = self._demo_replay() if t.demo_coef > 0 else None
         self.success_replay = (SuccessReplay(t.success_buffer, t.success_batch_size, cfg.seed, self.groups.write_tools)
                                if t.success_coef > 0 else None)
+        self.preserve_set = (SuccessReplay(t.success_buffer, t.success_batch_size, cfg.seed, self.groups.write_tools,
+                                           term="trainer.preserve_writes=true", off="trainer.preserve_writes=false")
+                             if t.preserve_writes else None)
         self.forward = PolicyForward(self.model, compile=t.compile, autocast=cfg.policy.autocast_devices)
         self.reference_forward = (PolicyForward(self.reference, autocast=cfg.policy.autocast_devices)
                                   if self.reference is not None else None)
@@ -111,6 +114,8 @@ class GRPOTrainer:
             self.groups.load_state_dict(state.get("task_sampler", {"kind": "uniform"}), self.start_step)
             if self.success_replay is not None:
                 self.success_replay.load_state_dict(state.get("success_replay", {}))
+            if self.preserve_set is not None:
+                self.preserve_set.load_state_dict(state.get("preserve_set", {}))
         else:
             (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
         self.tracker = make_tracker(self.run_dir, cfg.logging.trackers, run_name=f"{cfg.experiment}-seed{cfg.seed}",
@@ -173,6 +178,8 @@ class GRPOTrainer:
         groups = self.groups.sample(step, timings, policy_is_init=self._policy_is_init)
         metrics = {**rollout_metrics(groups.sampled, write_tools(self.config.env)), **groups.metrics}
         self.last_batch = None
+        if self.preserve_set is not None:  # before the updates: this step's correct writes are kept too
+            self.preserve_set.add(groups.sampled)
         if groups.kept:
             metrics.update(self.learn(groups.kept, step, timings))
         else:  # dynamic sampling found no informative group: nothing to learn from
@@ -274,8 +281,9 @@ class GRPOTrainer:
                 number = epoch * len(plan.mini_batches) + index
                 demos = self.demo_replay.draw(step, number) if self.demo_replay is not None else None
                 successes = self.success_replay.draw(step, number) if self.success_replay is not None else None
+                preserve = self.preserve_set.draw(step, number) if self.preserve_set is not None else None
                 update = self._mini_batch_update(batch, micro_batches, fill_old=first, demos=demos,
-                                                 successes=successes)
+                                                 successes=successes, preserve=preserve)
                 grad_norms.append(update[metric.ALGO_GRAD_NORM])
                 for key, value in update.items():
                     sums[key] = sums.get(key, 0.0) + value
@@ -285,36 +293,27 @@ class GRPOTrainer:
 
     def _mini_batch_update(self, batch: RolloutBatch, micro_batches: list[list[int]],
                            fill_old: bool = False, demos: list[SFTExample] | None = None,
-                           successes: list[SFTExample] | None = None) -> dict[str, float]:
+                           successes: list[SFTExample] | None = None,
+                           preserve: list[SFTExample] | None = None) -> dict[str, float]:
         """One optimizer step on ``grpo_objective``, accumulated over the mini-batch's micro-batches.
         ``fill_old``: the weights are still the behaviour policy's, so each micro-batch's own
         log-probs are its old ones (and the reference's, see ``compute_old_logprobs``). ``demos``:
         the demonstrations whose token-mean NLL, × ``trainer.demo_coef``, joins this step's gradient;
-        ``successes``: the policy's own earlier successful write episodes, × ``trainer.success_coef``."""
-        algo, t = self.config.algo, self.config.trainer
+        ``successes``: the policy's own earlier successful write episodes, × ``trainer.success_coef``;
+        ``preserve``: the successful write episodes whose likelihood the step may not lower to first
+        order (``trainer.preserve_writes``, ``_preserving_step``)."""
+        t = self.config.trainer
         rows = [row for micro in micro_batches for row in micro]
-        mask = batch.response_mask[rows]
-        # the mini-batch's counts as denominators: micro-batch losses add up to its loss and gradient;
-        # the horizon of seq-mean-token-sum-norm is the mini-batch's response width, not each micro-batch's
-        active_columns = mask.bool().any(dim=0).nonzero()
-        counts = {"num_tokens": mask.sum(), "num_seqs": len(rows),
-                  "num_preserve_tokens": preserve_token_count(batch.seq_advantages[rows], mask),
-                  "horizon": int(active_columns.max()) + 1 if active_columns.numel() else mask.shape[-1]}
+        counts = mini_batch_counts(batch, rows)
         metrics: dict[str, float] = {}
         self.optimizer.zero_grad(set_to_none=True)
         with self._training_mode():
             for micro_rows in micro_batches:
                 micro = batch.select(micro_rows)
-                scores = self.forward.token_logprobs(micro.input_ids, micro.attention_mask, micro.response_mask,
-                                                     temperature=self._temperature, with_entropy=True,
-                                                     entropy_grad=algo.entropy_coef > 0,
-                                                     token_masks=micro.token_masks)
+                scores = self.score_tokens(micro)
                 if fill_old:
                     micro = self._fill_old_logprobs(batch, micro_rows, scores.logprobs.detach())
-                loss, parts = grpo_objective(
-                    scores.logprobs, micro.old_logprobs, micro.advantages, micro.response_mask,
-                    seq_adv=micro.seq_advantages, ref_logp=micro.ref_logprobs, entropy=scores.entropy,
-                    **algo.loss_kwargs(), **counts)
+                loss, parts = self.objective(scores, micro, counts)
                 loss.backward()
                 share = len(micro_rows) / len(rows)
                 for key, value in parts.items():  # loss/* add up over micro-batches; algo/* are row shares
@@ -330,11 +329,58 @@ class GRPOTrainer:
         skip = t.skip_zero_grad_steps and grad_norm == 0.0
         metrics[metric.ALGO_GRAD_NORM], metrics[metric.ALGO_SKIPPED_STEP_FRAC] = grad_norm, float(skip)
         if not skip:
-            self.optimizer.step()
+            if preserve:
+                metrics.update(self._preserving_step(preserve))
+            else:
+                self.optimizer.step()
             self.scheduler.step()
             self._policy_is_init = False
         metrics[metric.ALGO_LR] = self.scheduler.get_last_lr()[0]
         return metrics
+
+    def score_tokens(self, micro: RolloutBatch) -> TokenScores:
+        """The policy's log-probs (and entropies) of ``micro``'s response tokens, as the update scores
+        them: at the sampling temperature, under the sampler's token masks."""
+        return self.forward.token_logprobs(micro.input_ids, micro.attention_mask, micro.response_mask,
+                                           temperature=self._temperature, with_entropy=True,
+                                           entropy_grad=self.config.algo.entropy_coef > 0,
+                                           token_masks=micro.token_masks)
+
+    def objective(self, scores: TokenScores, micro: RolloutBatch,
+                  counts: dict[str, torch.Tensor | int]) -> tuple[torch.Tensor, dict[str, float]]:
+        """``grpo_objective`` of one micro-batch (old, reference log-probs and advantages filled), with
+        its mini-batch's denominators ``counts`` (``mini_batch_counts``)."""
+        return grpo_objective(scores.logprobs, micro.old_logprobs, micro.advantages, micro.response_mask,
+                              seq_adv=micro.seq_advantages, ref_logp=micro.ref_logprobs, entropy=scores.entropy,
+                              **self.config.algo.loss_kwargs(), **counts)
+
+    def _preserving_step(self, preserve: list[SFTExample]) -> dict[str, float]:
+        """The optimizer's step on the gradients in ``.grad``, projected so that it does not lower, to
+        first order, the log-likelihood ℓ of ``preserve`` (token-mean over their sampled tokens): a
+        move Δθ with ⟨Δθ, ∇ℓ⟩ < 0 becomes Δθ − (⟨Δθ, ∇ℓ⟩ / ‖∇ℓ‖²) ∇ℓ. The optimizer's moments are
+        those of the unprojected gradient."""
+        t = self.config.trainer
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        grads = [p.grad for p in params]
+        for param in params:
+            param.grad = None
+        with self._training_mode():
+            nll_backward(self.forward, preserve, t.micro_batch_size, self.groups.chat.pad_token_id)
+        ascent = [-p.grad if p.grad is not None else torch.zeros_like(p) for p in params]  # ∇ℓ = −∇NLL
+        for param, grad in zip(params, grads):
+            param.grad = grad
+        before = [p.detach().clone() for p in params]
+        self.optimizer.step()
+        with torch.no_grad():
+            first_order = sum(((p - b) * a).sum() for p, b, a in zip(params, before, ascent))
+            norm2 = sum((a * a).sum() for a in ascent)
+            projected = bool(first_order < 0 and norm2 > 0)
+            if projected:
+                coef = first_order / norm2
+                for param, a in zip(params, ascent):
+                    param.sub_(coef * a)
+        return {metric.ALGO_PRESERVE_FIRST_ORDER: float(first_order),
+                metric.ALGO_PRESERVE_PROJECTED_FRAC: float(projected)}
 
     @torch.no_grad()
     def lld_diagnostics(self, batch: RolloutBatch, plan: UpdatePlan) -> dict[str, float]:
@@ -353,6 +399,8 @@ class GRPOTrainer:
                  "task_sampler": self.groups.state_dict()}
         if self.success_replay is not None:
             state["success_replay"] = self.success_replay.state_dict()
+        if self.preserve_set is not None:
+            state["preserve_set"] = self.preserve_set.state_dict()
         return save_checkpoint(self.run_dir, step, self.model, self.tokenizer, self.optimizer, self.scheduler,
                                state, keep_last=self.config.trainer.keep_last, agent_config=self.agent_config)
 
@@ -406,6 +454,18 @@ class GRPOTrainer:
                                           temperature=self._temperature, token_masks=part.token_masks).logprobs
             out[rows, : logp.shape[1]] = logp
         return out
+
+
+def mini_batch_counts(batch: RolloutBatch, rows: list[int]) -> dict[str, torch.Tensor | int]:
+    """The denominators of a mini-batch's loss (``grpo_objective``'s ``num_tokens``, ``num_seqs``,
+    ``num_preserve_tokens``, ``horizon``): its micro-batches' losses, each divided by them, add up
+    to the mini-batch's loss and gradient. The horizon of seq-mean-token-sum-norm is the
+    mini-batch's response width, not each micro-batch's."""
+    mask = batch.response_mask[rows]
+    active_columns = mask.bool().any(dim=0).nonzero()
+    return {"num_tokens": mask.sum(), "num_seqs": len(rows),
+            "num_preserve_tokens": preserve_token_count(batch.seq_advantages[rows], mask),
+            "horizon": int(active_columns.max()) + 1 if active_columns.numel() else mask.shape[-1]}
 
 
 def train_grpo(config: GRPOConfig, resume: bool = False, force: bool = False) -> Path:

@@ -118,6 +118,15 @@ class TrainerConfig:
     """Own successful episodes per update (drawn without replacement, seeded by the step and the update)."""
     success_buffer: int = 64
     """How many of the latest successful write episodes the self-imitation term draws from."""
+    preserve_writes: bool = False
+    """Project every update so that, to first order, it does not lower the log-likelihood of a preserve
+    set of correct writes: ``success_batch_size`` of the policy's latest ``success_buffer`` successful
+    write episodes (outcome 1 and a write executed; this step's included; in the checkpoint). Where
+    the optimizer's move Δθ has ⟨Δθ, ∇ℓ⟩ < 0 it becomes Δθ − (⟨Δθ, ∇ℓ⟩ / ‖∇ℓ‖²) ∇ℓ, the nearest move
+    that leaves ℓ unchanged (PCGrad's projection, on the optimizer's move rather than the gradient,
+    since Adam does not move along the gradient). Against the no-write groups' gradient lowering the
+    first write call (``benchmarks/write_interference.py``); costs one forward and backward of the
+    preserve set per update."""
     task_splits: list[str] = field(default_factory=lambda: ["covered_seen", "uncovered_seen"])
     """Splits whose tasks are trained on (the seed trains on covered_seen + uncovered_seen)."""
     val_every: int = 0
