@@ -121,6 +121,8 @@ LOSS_DEMO_NLL = "loss/demo_nll"
 """Token-mean NLL of the demonstrations an update replays (``trainer.demo_coef``; unscaled, not in
 ``loss/total``)."""
 LOSS_SUCCESS_NLL = "loss/success_nll"
+LOSS_PRESERVE = "loss/preserve"
+"""``trainer.preserve_writes=hinge``: the LLDS term on the kept successful write episodes (unscaled)."""
 """Token-mean NLL of the policy's own earlier successful write episodes an update replays
 (``trainer.success_coef``; unscaled, not in ``loss/total``)."""
 

@@ -104,9 +104,9 @@ def host_problems(config: GRPOConfig, host: str) -> list[str]:
     if trainer.success_coef > 0:
         problems.append(f"trainer.success_coef={trainer.success_coef}: the self-imitation term is the native "
                         f"trainer's; {name}'s loss has no such term")
-    if trainer.preserve_writes:
-        problems.append(f"trainer.preserve_writes=true: projecting each update onto the preserve set's level set "
-                        f"is the native trainer's; {name}'s optimizer steps as it is")
+    if trainer.preserve_writes != "off":
+        problems.append(f"trainer.preserve_writes={trainer.preserve_writes}: keeping the policy's successful write "
+                        f"episodes from falling is the native trainer's; {name}'s update has no such step")
     if config.rollout.constrain_tool_calls:
         problems.append(f"rollout.constrain_tool_calls=true is the native trainer's; {name} would score the "
                         "unconstrained distribution, so its ratios would not be those of the sampler")

@@ -17,12 +17,16 @@ self-imitation (Oh et al., 2018) of the write episodes that succeeded in earlier
 correct write the policy found once keeps its likelihood after its group's step is over — where
 the oracle's demonstrations cannot reach, a family SFT never showed included. The buffer is part
 of the checkpoint, so a resumed run replays the same episodes.
+
+``PreserveSet`` keeps the same episodes for ``trainer.preserve_writes``, each with its per-token
+log-likelihood when it was kept (its anchor), which the update is kept from lowering.
 """
 from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 from agentgrpo.agent.chat import ChatFormat
@@ -104,10 +108,14 @@ class SuccessReplay:
     def add(self, trajectories: list[Trajectory]) -> int:
         """Keep the successful write episodes of ``trajectories`` (the oldest leave when full);
         returns how many were added."""
-        added = [episode_example(t) for t in trajectories
-                 if t.outcome_reward >= 1.0 and executed_write(t, self.write_tools)]
+        added = self.successes(trajectories)
         self.buffer.extend(added)
         return len(added)
+
+    def successes(self, trajectories: list[Trajectory]) -> list[SFTExample]:
+        """The successful write episodes of ``trajectories`` (outcome 1, a write executed), as examples."""
+        return [episode_example(t) for t in trajectories
+                if t.outcome_reward >= 1.0 and executed_write(t, self.write_tools)]
 
     def draw(self, step: int, update: int) -> list[SFTExample]:
         """The episodes update ``update`` (counting from 0) of step ``step`` replays (none while empty)."""
@@ -120,6 +128,42 @@ class SuccessReplay:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.buffer.clear()
         self.buffer.extend(SFTExample(list(e["input_ids"]), list(e["labels"])) for e in state.get("episodes", []))
+
+
+@dataclass(frozen=True)
+class Anchored:
+    """A kept episode and its per-token log-likelihood when kept (``[]``: not measured, as the
+    projection needs none)."""
+
+    example: SFTExample
+    anchor: list[float]
+
+
+class PreserveSet(SuccessReplay):
+    """``trainer.preserve_writes``' episodes: the latest successful write episodes, as ``SuccessReplay``
+    keeps and draws them, each ``Anchored`` to its log-likelihood when kept."""
+
+    def __init__(self, capacity: int, batch_size: int, seed: int, write_tools: Collection[str]):
+        super().__init__(capacity, batch_size, seed, write_tools, term="trainer.preserve_writes",
+                         off="trainer.preserve_writes=off")
+
+    def add(self, trajectories: list[Trajectory],
+            anchor: Callable[[list[SFTExample]], list[list[float]]] | None = None) -> int:
+        """Keep the successful write episodes of ``trajectories``, each with ``anchor(examples)``'s
+        log-probs (none without); returns how many were added."""
+        added = self.successes(trajectories)
+        anchors = anchor(added) if anchor is not None and added else [[] for _ in added]
+        self.buffer.extend(Anchored(e, a) for e, a in zip(added, anchors))
+        return len(added)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"episodes": [{"input_ids": a.example.input_ids, "labels": a.example.labels, "anchor": a.anchor}
+                             for a in self.buffer]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.buffer.clear()
+        self.buffer.extend(Anchored(SFTExample(list(e["input_ids"]), list(e["labels"])), list(e.get("anchor", [])))
+                           for e in state.get("episodes", []))
 
 
 def episode_example(trajectory: Trajectory) -> SFTExample:

@@ -48,13 +48,20 @@ from agentgrpo.progress import progress_bar
 from agentgrpo.tracking import make_tracker
 from agentgrpo.train.batch import RolloutBatch, collate
 from agentgrpo.train.checkpoint import load_trainer_state, restore_training_state, save_checkpoint
-from agentgrpo.train.demo_replay import DEFAULT_DEMONSTRATED_SPLITS, DemoReplay, SuccessReplay, demo_write_tools
+from agentgrpo.train.demo_replay import (
+    DEFAULT_DEMONSTRATED_SPLITS,
+    Anchored,
+    DemoReplay,
+    PreserveSet,
+    SuccessReplay,
+    demo_write_tools,
+)
 from agentgrpo.train.groups import GroupSampler
 from agentgrpo.train.grpo_config import GRPOConfig
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 from agentgrpo.train.resume import resume_checkpoint
 from agentgrpo.train.rollout_metrics import rollout_metrics
-from agentgrpo.train.sft import nll_backward
+from agentgrpo.train.sft import collate_examples, nll_backward
 from agentgrpo.train.step_plan import UpdatePlan, disable_dropout, logprob_change, plan_updates
 from agentgrpo.train.task_sampler import TaskRefill, derive_seed
 
@@ -89,9 +96,8 @@ class GRPOTrainer:
         self.demo_replay = self._demo_replay() if t.demo_coef > 0 else None
         self.success_replay = (SuccessReplay(t.success_buffer, t.success_batch_size, cfg.seed, self.groups.write_tools)
                                if t.success_coef > 0 else None)
-        self.preserve_set = (SuccessReplay(t.success_buffer, t.success_batch_size, cfg.seed, self.groups.write_tools,
-                                           term="trainer.preserve_writes=true", off="trainer.preserve_writes=false")
-                             if t.preserve_writes else None)
+        self.preserve_set = (PreserveSet(t.success_buffer, t.success_batch_size, cfg.seed, self.groups.write_tools)
+                             if t.preserve_writes != "off" else None)
         self.forward = PolicyForward(self.model, compile=t.compile, autocast=cfg.policy.autocast_devices)
         self.reference_forward = (PolicyForward(self.reference, autocast=cfg.policy.autocast_devices)
                                   if self.reference is not None else None)
@@ -179,7 +185,8 @@ class GRPOTrainer:
         metrics = {**rollout_metrics(groups.sampled, write_tools(self.config.env)), **groups.metrics}
         self.last_batch = None
         if self.preserve_set is not None:  # before the updates: this step's correct writes are kept too
-            self.preserve_set.add(groups.sampled)
+            hinge = self.config.trainer.preserve_writes == "hinge"
+            self.preserve_set.add(groups.sampled, self._example_logprobs if hinge else None)
         if groups.kept:
             metrics.update(self.learn(groups.kept, step, timings))
         else:  # dynamic sampling found no informative group: nothing to learn from
@@ -294,14 +301,14 @@ class GRPOTrainer:
     def _mini_batch_update(self, batch: RolloutBatch, micro_batches: list[list[int]],
                            fill_old: bool = False, demos: list[SFTExample] | None = None,
                            successes: list[SFTExample] | None = None,
-                           preserve: list[SFTExample] | None = None) -> dict[str, float]:
+                           preserve: list[Anchored] | None = None) -> dict[str, float]:
         """One optimizer step on ``grpo_objective``, accumulated over the mini-batch's micro-batches.
         ``fill_old``: the weights are still the behaviour policy's, so each micro-batch's own
         log-probs are its old ones (and the reference's, see ``compute_old_logprobs``). ``demos``:
         the demonstrations whose token-mean NLL, × ``trainer.demo_coef``, joins this step's gradient;
         ``successes``: the policy's own earlier successful write episodes, × ``trainer.success_coef``;
-        ``preserve``: the successful write episodes whose likelihood the step may not lower to first
-        order (``trainer.preserve_writes``, ``_preserving_step``)."""
+        ``preserve``: the successful write episodes whose likelihood the step may not lower
+        (``trainer.preserve_writes``: ``_preserving_step`` or ``_preserve_hinge_backward``)."""
         t = self.config.trainer
         rows = [row for micro in micro_batches for row in micro]
         counts = mini_batch_counts(batch, rows)
@@ -325,12 +332,14 @@ class GRPOTrainer:
                 metrics[metric.LOSS_SUCCESS_NLL], _ = nll_backward(self.forward, successes, t.micro_batch_size,
                                                                    self.groups.chat.pad_token_id,
                                                                    scale=t.success_coef)
+            if preserve and t.preserve_writes == "hinge":
+                metrics[metric.LOSS_PRESERVE] = self._preserve_hinge_backward(preserve)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.max_grad_norm))
         skip = t.skip_zero_grad_steps and grad_norm == 0.0
         metrics[metric.ALGO_GRAD_NORM], metrics[metric.ALGO_SKIPPED_STEP_FRAC] = grad_norm, float(skip)
         if not skip:
-            if preserve:
-                metrics.update(self._preserving_step(preserve))
+            if preserve and t.preserve_writes == "project":
+                metrics.update(self._preserving_step([kept.example for kept in preserve]))
             else:
                 self.optimizer.step()
             self.scheduler.step()
@@ -381,6 +390,44 @@ class GRPOTrainer:
                     param.sub_(coef * a)
         return {metric.ALGO_PRESERVE_FIRST_ORDER: float(first_order),
                 metric.ALGO_PRESERVE_PROJECTED_FRAC: float(projected)}
+
+    def _preserve_hinge_backward(self, preserve: list[Anchored]) -> float:
+        """Backpropagate ``trainer.preserve_coef`` × LLDS on ``preserve``, each episode anchored at its
+        log-probs when kept (``_example_logprobs``: temperature 1, no masks): the drops below the anchor
+        of the tokens of its actions that fell, aggregated as the policy loss over the set. Returns the
+        term (unscaled)."""
+        algo, t = self.config.algo, self.config.trainer
+        examples = [kept.example for kept in preserve]
+        total_tokens = sum(sum(w > 0 for w in e.label_weights()) for e in examples)
+        term = 0.0
+        for start in range(0, len(preserve), t.micro_batch_size):
+            part = preserve[start:start + t.micro_batch_size]
+            input_ids, attention_mask, label_mask = collate_examples([kept.example for kept in part],
+                                                                     self.groups.chat.pad_token_id)
+            anchor = torch.zeros_like(label_mask)
+            for row, kept in enumerate(part):
+                anchor[row, :len(kept.anchor)] = torch.tensor(kept.anchor)
+            logp = self.forward.token_logprobs(input_ids, attention_mask, label_mask).logprobs
+            mask = (label_mask > 0).to(logp.dtype).to(logp.device)
+            loss, _ = llds_loss(logp, anchor.to(logp.device), torch.ones(len(part), device=logp.device), mask,
+                                gate=algo.llds_gate, agg=algo.loss_agg, num_tokens=total_tokens,
+                                num_seqs=len(preserve), horizon=mask.shape[-1])
+            (t.preserve_coef * loss).backward()
+            term += float(loss.detach())
+        return term
+
+    @torch.no_grad()
+    def _example_logprobs(self, examples: list[SFTExample]) -> list[list[float]]:
+        """Each example's per-token log-probs under the current weights (temperature 1, no masks; 0 off
+        its labels), as ``_preserve_hinge_backward`` scores them: the anchors of ``preserve_writes=hinge``."""
+        out = []
+        with self._training_mode():
+            for start in range(0, len(examples), self.config.trainer.micro_batch_size):
+                part = examples[start:start + self.config.trainer.micro_batch_size]
+                input_ids, attention_mask, label_mask = collate_examples(part, self.groups.chat.pad_token_id)
+                logp = self.forward.token_logprobs(input_ids, attention_mask, label_mask).logprobs.float().cpu()
+                out += [logp[row, :len(example.input_ids)].tolist() for row, example in enumerate(part)]
+        return out
 
     @torch.no_grad()
     def lld_diagnostics(self, batch: RolloutBatch, plan: UpdatePlan) -> dict[str, float]:

@@ -118,15 +118,22 @@ class TrainerConfig:
     """Own successful episodes per update (drawn without replacement, seeded by the step and the update)."""
     success_buffer: int = 64
     """How many of the latest successful write episodes the self-imitation term draws from."""
-    preserve_writes: bool = False
-    """Project every update so that, to first order, it does not lower the log-likelihood of a preserve
-    set of correct writes: ``success_batch_size`` of the policy's latest ``success_buffer`` successful
-    write episodes (outcome 1 and a write executed; this step's included; in the checkpoint). Where
-    the optimizer's move Δθ has ⟨Δθ, ∇ℓ⟩ < 0 it becomes Δθ − (⟨Δθ, ∇ℓ⟩ / ‖∇ℓ‖²) ∇ℓ, the nearest move
-    that leaves ℓ unchanged (PCGrad's projection, on the optimizer's move rather than the gradient,
-    since Adam does not move along the gradient). Against the no-write groups' gradient lowering the
-    first write call (``benchmarks/write_interference.py``); costs one forward and backward of the
-    preserve set per update."""
+    preserve_writes: Literal["off", "project", "hinge"] = "off"
+    """Keep every update from lowering the likelihood of a preserve set of correct writes: the policy's
+    latest ``success_buffer`` successful write episodes (outcome 1 and a write executed; this step's
+    included; in the checkpoint), ``success_batch_size`` of them drawn per update as the self-imitation
+    term draws. Against the no-write groups' gradient lowering the first write call
+    (``benchmarks/write_interference.py``). ``project``: where the optimizer's move Δθ has
+    ⟨Δθ, ∇ℓ⟩ < 0 (ℓ: the set's token-mean log-likelihood) it becomes Δθ − (⟨Δθ, ∇ℓ⟩ / ‖∇ℓ‖²) ∇ℓ, the
+    nearest move that leaves ℓ unchanged to first order (PCGrad's projection, on the optimizer's move,
+    since Adam does not move along the gradient). ``hinge``: LLDS on the set, anchored at each
+    episode's log-probs when it was kept, ``preserve_coef`` × Σ max(0, anchor − log p) over the tokens
+    of its actions whose likelihood fell (``algo.llds_gate``), aggregated as the policy loss
+    (``algo.loss_agg``): no token of a kept correct write may fall below where it was, whatever other
+    tokens gain. Either costs one forward and backward of the set per update."""
+    preserve_coef: float = 1.0
+    """Weight of ``preserve_writes=hinge``'s term (an episode's fallen tokens weigh as a policy-gradient
+    episode's with advantage ``preserve_coef``)."""
     task_splits: list[str] = field(default_factory=lambda: ["covered_seen", "uncovered_seen"])
     """Splits whose tasks are trained on (the seed trains on covered_seen + uncovered_seen)."""
     val_every: int = 0
@@ -195,6 +202,7 @@ class TrainerConfig:
         require(self.success_coef >= 0, "trainer.success_coef", self.success_coef, "must be >= 0 (0 = off)")
         require(self.success_batch_size >= 1, "trainer.success_batch_size", self.success_batch_size, "must be >= 1")
         require(self.success_buffer >= 1, "trainer.success_buffer", self.success_buffer, "must be >= 1")
+        require(self.preserve_coef >= 0, "trainer.preserve_coef", self.preserve_coef, "must be >= 0")
         require(self.demo_splits is None or (bool(self.demo_splits) and set(self.demo_splits) <= set(SPLIT_NAMES)),
                 "trainer.demo_splits", self.demo_splits, f"must be null or a non-empty list of {list(SPLIT_NAMES)}")
         require(self.val_temperature >= 0, "trainer.val_temperature", self.val_temperature, "must be >= 0")

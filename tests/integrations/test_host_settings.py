@@ -229,7 +229,7 @@ def test_joint_turn_is_refused_in_one_line_naming_the_setting(host, capsys):
     ("verl", ["trainer.write_task_share=0.5"], "trainer.write_task_share=0.5"),
     ("trl", ["trainer.demo_coef=0.5"], "trainer.demo_coef=0.5"),
     ("verl", ["trainer.success_coef=0.5"], "trainer.success_coef=0.5"),
-    ("trl", ["trainer.preserve_writes=true"], "trainer.preserve_writes=true"),
+    ("trl", ["trainer.preserve_writes=hinge"], "trainer.preserve_writes=hinge"),
     ("verl", ["rollout.constrain_tool_calls=true"], "rollout.constrain_tool_calls=true"),
     ("trl", ["rollout.constrain_tool_calls=true"], "rollout.constrain_tool_calls=true"),
 ])

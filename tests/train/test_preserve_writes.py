@@ -1,5 +1,5 @@
-"""trainer.preserve_writes: every update projected so it does not lower, to first order, the
-likelihood of the policy's own successful write episodes."""
+"""trainer.preserve_writes: every update kept from lowering the likelihood of the policy's own
+successful write episodes, by projection (``project``) or by LLDS anchored where they were (``hinge``)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import torch
 from helpers import fast_grpo_config
 
 from agentgrpo.config import ConfigError
-from agentgrpo.train.demo_replay import SuccessReplay, episode_example
+from agentgrpo.train.demo_replay import Anchored, PreserveSet, episode_example
 from agentgrpo.train.grpo import GRPOTrainer
 
 from .test_demo_replay import demo_nll_by_hand, sgd_trainer, weights_after_nll_term
@@ -33,13 +33,13 @@ def expected_weights(trainer: GRPOTrainer, batch, preserve) -> tuple[list[torch.
 
 
 def run_update(tiny_policy_dir, tmp_path, preserved_rows: list[int]):
-    trainer = sgd_trainer(tiny_policy_dir, tmp_path, "trainer.preserve_writes=true", "trainer.success_batch_size=2")
+    trainer = sgd_trainer(tiny_policy_dir, tmp_path, "trainer.preserve_writes=project", "trainer.success_batch_size=2")
     trajectories = synthetic_trajectories(trainer.groups.chat.pad_token_id)
-    trainer.preserve_set.buffer.extend(episode_example(trajectories[row]) for row in preserved_rows)
+    trainer.preserve_set.buffer.extend(Anchored(episode_example(trajectories[row]), []) for row in preserved_rows)
     batch, _ = trainer.compute_advantages(trajectories)
     plan = trainer.plan_updates(batch, step=3)
     trainer.compute_old_logprobs(batch, plan)
-    preserve = trainer.preserve_set.draw(3, 0)
+    preserve = [kept.example for kept in trainer.preserve_set.draw(3, 0)]
     expected, dot = expected_weights(trainer, batch, preserve)
     metrics = trainer.update(batch, plan, step=3)
     return trainer, expected, dot, metrics
@@ -69,29 +69,74 @@ def test_an_empty_preserve_set_leaves_the_plain_step(tiny_policy_dir, tmp_path):
         trainer.compute_old_logprobs(batch, plan)
         return trainer, trainer.update(batch, plan, step=3)
 
-    preserving, metrics = updated(sgd_trainer(tiny_policy_dir, tmp_path / "a", "trainer.preserve_writes=true"))
+    preserving, metrics = updated(sgd_trainer(tiny_policy_dir, tmp_path / "a", "trainer.preserve_writes=project"))
     plain, _ = updated(sgd_trainer(tiny_policy_dir, tmp_path / "b"))
     assert "algo/preserve_projected_frac" not in metrics  # nothing to preserve yet: no projection
     for got, want in zip(preserving.model.parameters(), plain.model.parameters()):
         torch.testing.assert_close(got.detach(), want.detach(), atol=0, rtol=0)
 
 
+def test_hinge_adds_preserve_coef_times_the_drops_below_the_anchors(tiny_policy_dir, tmp_path):
+    trainer = sgd_trainer(tiny_policy_dir, tmp_path, "trainer.preserve_writes=hinge", "trainer.preserve_coef=0.5",
+                          "trainer.success_batch_size=2")
+    trajectories = synthetic_trajectories(trainer.groups.chat.pad_token_id)
+    examples = [episode_example(trajectories[row]) for row in (0, 2)]
+    anchors = trainer._example_logprobs(examples)  # where they are now: no drop anywhere
+    token = examples[0].input_ids.index(10)  # a labelled token of episode 0's response [9, 10, 11]
+    anchors[0][token] += 0.3  # as if it had been 0.3 nats likelier when kept: it "fell" by 0.3
+    trainer.preserve_set.buffer.extend(Anchored(e, a) for e, a in zip(examples, anchors))
+    batch, _ = trainer.compute_advantages(trajectories)
+    plan = trainer.plan_updates(batch, step=3)
+    trainer.compute_old_logprobs(batch, plan)
+
+    # by hand: the plain SGD step, then the term's gradient, 0.5 × (−log p(token)) / 2 episodes
+    plain, _ = weights_after_nll_term(trainer, batch, examples, 0.0)
+    trainer.model.zero_grad()
+    ids = torch.tensor([examples[0].input_ids])
+    logp = torch.log_softmax(trainer.model(input_ids=ids).logits[0, token - 1].float(), -1)[ids[0, token]]
+    (-0.5 * logp / 2).backward()
+    expected = [w - p.grad for w, p in zip(plain, trainer.model.parameters())]
+    trainer.model.zero_grad()
+
+    metrics = trainer.update(batch, plan, step=3)
+    assert metrics["loss/preserve"] == pytest.approx(0.3 / 2, rel=1e-4)  # seq-mean-token-sum over 2 episodes
+    for got, want in zip(trainer.model.parameters(), expected):
+        torch.testing.assert_close(got.detach(), want, atol=2e-6, rtol=1e-5)
+
+
 def test_a_run_logs_the_projection_and_its_preserve_set_survives_a_resume(tiny_policy_dir, tmp_path):
     # every update steps (the random policy's groups may carry no signal), so each one is logged
-    settings = ("trainer.preserve_writes=true", "trainer.skip_zero_grad_steps=false", "trainer.save_every=1")
+    settings = ("trainer.preserve_writes=project", "trainer.skip_zero_grad_steps=false", "trainer.save_every=1")
     config = fast_grpo_config(tiny_policy_dir, tmp_path, *settings, "trainer.steps=1")
     trainer = GRPOTrainer(config)
-    seeded = episode_example(synthetic_trajectories(trainer.groups.chat.pad_token_id)[1])
+    seeded = Anchored(episode_example(synthetic_trajectories(trainer.groups.chat.pad_token_id)[1]), [0.0, -1.5])
     trainer.preserve_set.buffer.append(seeded)
     trainer.train()
     record = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
     assert 0.0 <= record["algo/preserve_projected_frac"] <= 1.0 and "algo/preserve_first_order" in record
-    saved = [e.input_ids for e in trainer.preserve_set.buffer]
+    saved = list(trainer.preserve_set.buffer)
     resumed = GRPOTrainer(fast_grpo_config(tiny_policy_dir, tmp_path, *settings, "trainer.steps=2"), resume=True)
-    assert resumed.start_step == 1 and [e.input_ids for e in resumed.preserve_set.buffer] == saved
-    assert saved[0] == seeded.input_ids
+    assert resumed.start_step == 1 and list(resumed.preserve_set.buffer) == saved
+    assert saved[0] == seeded
 
 
-def test_a_domain_without_write_tools_names_the_setting():
-    with pytest.raises(ConfigError, match="trainer.preserve_writes=false"):
-        SuccessReplay(1, 1, 0, frozenset(), term="trainer.preserve_writes=true", off="trainer.preserve_writes=false")
+def test_kept_episodes_carry_their_anchors_only_when_asked():
+    from agentgrpo.agent.types import Turn
+    from agentgrpo.envs.types import Step
+
+    cancel = Step("tool", "cancel_reservation", {"reservation_id": "R1"}, '{"status": "cancelled"}')
+    win = synthetic_trajectories(0)[0]
+    win.steps, win.turns = [cancel], [Turn(4, 7, cancel)]
+    kept = PreserveSet(4, 2, 0, frozenset({"cancel_reservation"}))
+    assert kept.add([win, synthetic_trajectories(0)[1]]) == 1 and kept.buffer[0].anchor == []
+    assert kept.add([win], lambda examples: [[-0.5] * len(e.input_ids) for e in examples]) == 1
+    assert kept.buffer[1].anchor == [-0.5] * 7
+
+
+def test_bad_settings_name_their_key(tiny_policy_dir, tmp_path):
+    with pytest.raises(ConfigError, match="trainer.preserve_writes"):
+        fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.preserve_writes=yes")
+    with pytest.raises(ConfigError, match="trainer.preserve_coef"):
+        fast_grpo_config(tiny_policy_dir, tmp_path, "trainer.preserve_coef=-1")
+    with pytest.raises(ConfigError, match="trainer.preserve_writes=off"):
+        PreserveSet(1, 1, 0, frozenset())
