@@ -2,11 +2,9 @@
 each family before / after, group shares averaged over seeds (hand-computed values)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
-import types
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,27 +13,14 @@ import pytest
 from agentgrpo.config import load_config
 from agentgrpo.eval.config import EvalConfig
 
+from . import load_script
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "learning.py"
 
 
 @pytest.fixture(scope="module")
 def learning():
-    """The script as a module. Its ``benchmarks._common`` is the repository's, which this test
-    package (also named ``benchmarks``) hides: the script's folder stands in while it imports."""
-    shadowing = {name: sys.modules.pop(name) for name in list(sys.modules)
-                 if name == "benchmarks" or name.startswith("benchmarks.")}
-    scripts = types.ModuleType("benchmarks")
-    scripts.__path__ = [str(SCRIPT.parent)]
-    sys.modules["benchmarks"] = scripts
-    spec = importlib.util.spec_from_file_location("learning_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        for name in [n for n in sys.modules if n == "benchmarks" or n.startswith("benchmarks.")]:
-            del sys.modules[name]
-        sys.modules.update(shadowing)
-    return module
+    return load_script("learning")
 
 
 def _report(successes: dict[str, int], trials: int = 4) -> dict:

@@ -6,34 +6,13 @@ import sys
 
 from agentgrpo.train.interference import Attribution
 
-from .test_learning_benchmark import SCRIPT as LEARNING_SCRIPT
+from . import SCRIPTS, load_script
 
-SCRIPT = LEARNING_SCRIPT.parent / "write_interference.py"
-
-
-def load_script():
-    """The script as a module, as test_learning_benchmark loads learning.py (its ``benchmarks`` package)."""
-    import importlib.util
-    import types
-
-    shadowing = {name: sys.modules.pop(name) for name in list(sys.modules)
-                 if name == "benchmarks" or name.startswith("benchmarks.")}
-    scripts = types.ModuleType("benchmarks")
-    scripts.__path__ = [str(SCRIPT.parent)]
-    sys.modules["benchmarks"] = scripts
-    spec = importlib.util.spec_from_file_location("write_interference_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        for name in [n for n in sys.modules if n == "benchmarks" or n.startswith("benchmarks.")]:
-            del sys.modules[name]
-        sys.modules.update(shadowing)
-    return module
+SCRIPT = SCRIPTS / "write_interference.py"
 
 
 def test_the_report_lists_every_measure_and_part_with_the_share_of_probes_lowered():
-    script = load_script()
+    script = load_script("write_interference")
     report = Attribution(["a", "a", "b"], {"write": 8, "no_write": 16, "all": 24}, additivity_error=1e-7)
     for name, sign in (("first_order", 1.0), ("cosine", 0.01), ("adam", 0.1)):
         getattr(report, name).update({"write": [sign, 2 * sign, -sign], "no_write": [-sign, -sign, sign],
