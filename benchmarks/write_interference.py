@@ -4,7 +4,7 @@ GRPO trades writes for refusals on the learning benchmark's pool. This measures 
 the benchmark starts from: it samples the trainer's own groups (the benchmark's settings: frontier
 sampler, dynamic sampling, T = 0.7, ``LEARNING_SETTINGS``) for ``--rounds`` steps' worth of kept
 groups, splits that batch's gradient into the part of the tasks that need a write and the part of
-those that need none (``agentgrpo.train.interference``), and measures both against probes: the first
+those that need none (``agentgrpo.diagnose.interference``), and measures both against probes: the first
 write call of every successful write episode of ``--probe-rounds`` further steps' sampling (other
 episodes than the batch's). Per part, over the probes (95% bootstrap intervals): the first-order
 change of a probe's log-likelihood per unit step along the part, the cosine of the two directions,
@@ -35,10 +35,10 @@ sys.path.insert(0, str(REPO))
 
 from agentgrpo.cli import one_line  # noqa: E402
 from agentgrpo.config import AgentGRPOError, load_config  # noqa: E402
+from agentgrpo.diagnose.interference import PARTS, Attribution, attribute, first_write_probe  # noqa: E402
 from agentgrpo.eval.stats import Estimate  # noqa: E402
 from agentgrpo.train.grpo import GRPOTrainer  # noqa: E402
 from agentgrpo.train.grpo_config import GRPOConfig  # noqa: E402
-from agentgrpo.train.interference import PARTS, Attribution, attribute, first_write_probe  # noqa: E402
 from agentgrpo.train.task_sampler import is_write_task  # noqa: E402
 from benchmarks._common import bench  # noqa: E402
 from benchmarks.learning import LEARNING_SETTINGS, sft_checkpoint  # noqa: E402

@@ -25,6 +25,11 @@ Noise: level checks compare a centred rolling median of 3 steps with the median 
 first ``BASELINE_STEPS`` steps (``action_collapse``: with step 1's) and fire only when the
 condition holds for consecutive steps, so one odd batch fires nothing. A check whose metrics
 the run did not log is reported as not applicable. Findings are not errors: the exit code is 0.
+
+``agentgrpo.diagnose.interference`` (not imported here: it needs torch and the trainer) goes a
+level below the metrics: it splits one training step's gradient into the part of the write tasks'
+groups and the others', and measures what each does to the policy's correct write calls
+(``benchmarks/write_interference.py``).
 """
 from __future__ import annotations
 

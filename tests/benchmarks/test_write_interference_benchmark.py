@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from agentgrpo.train.interference import Attribution
+from agentgrpo.diagnose.interference import Attribution
 
 from . import SCRIPTS, load_script
 

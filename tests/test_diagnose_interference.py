@@ -1,4 +1,4 @@
-"""agentgrpo.train.interference: a GRPO step's gradient split into its write and no-write parts."""
+"""agentgrpo.diagnose.interference: a GRPO step's gradient split into its write and no-write parts."""
 from __future__ import annotations
 
 import pytest
@@ -6,10 +6,10 @@ import torch
 from helpers import fast_grpo_config
 
 from agentgrpo.agent.types import Trajectory, Turn
+from agentgrpo.diagnose.interference import Probe, attribute, backward_part, first_write_probe, probe_logprob
 from agentgrpo.envs.types import Step
 from agentgrpo.train.batch import collate
 from agentgrpo.train.grpo import GRPOTrainer
-from agentgrpo.train.interference import Probe, attribute, backward_part, first_write_probe, probe_logprob
 
 WRITES = frozenset({"cancel_reservation"})
 CANCEL = Step("tool", "cancel_reservation", {"reservation_id": "R1"}, '{"status": "cancelled"}')
