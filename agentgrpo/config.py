@@ -208,6 +208,10 @@ def from_dict(schema: type[T], data: dict[str, Any], prefix: str = "") -> T:
         raise ConfigError(str(e)) from None
 
 
+_YAML_BOOL_WORDS = {False: ("off", "no", "false", "n"), True: ("on", "yes", "true", "y")}
+"""The words YAML 1.1 (OmegaConf's and Hydra's reading of ``key=value``) turns into each bool."""
+
+
 def _convert(hint: Any, value: Any, key: str) -> Any:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
@@ -223,6 +227,10 @@ def _convert(hint: Any, value: Any, key: str) -> Any:
                 errors.append(str(e))
         raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: {value!r} fits none of {args}")
     if origin is Literal:
+        if isinstance(value, bool) and value not in args:  # YAML 1.1 reads a bare off/on/no/yes as a bool
+            words = [a for a in args if isinstance(a, str) and a.lower() in _YAML_BOOL_WORDS[value]]
+            if len(words) == 1:
+                return words[0]
         if value not in args:
             raise ConfigError(f"{key}: invalid value {value!r}, expected one of {list(args)}")
         return value

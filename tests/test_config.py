@@ -160,3 +160,14 @@ def test_differing_keys_compares_dotted_keys_with_patterns_defaults_and_assumed_
     assert differing_keys(saved, added, assumed={"algo.knob": 0}) == {"algo.knob": (0, 1)}
     assert differing_keys(saved, added, assumed={"algo.knob": 1}) == {}
     assert differing_keys(saved, {**saved, "extra": {"x": 1}}) == {"extra": ({}, ABSENT), "extra.x": (ABSENT, 1)}
+
+
+def test_a_choice_named_off_survives_yamls_reading_of_it_as_false():
+    # key=off reaches the schema as False (YAML 1.1); a choice list holding exactly one such word takes it back
+    def preserve(value: str) -> str:
+        config = load_config(GRPOConfig, [f"trainer.preserve_writes={value}"], defaults="grpo.yaml")
+        return config.trainer.preserve_writes
+
+    assert preserve("off") == "off" and preserve("hinge") == "hinge"
+    with pytest.raises(ConfigError, match=r"trainer.preserve_writes: invalid value True, expected one of"):
+        preserve("yes")
