@@ -33,6 +33,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from agentgrpo import metric_names as metric  # noqa: E402
 from agentgrpo.cli import one_line  # noqa: E402
 from agentgrpo.config import AgentGRPOError, load_config  # noqa: E402
 from agentgrpo.diagnose.interference import PARTS, Attribution, attribute, first_write_probe  # noqa: E402
@@ -52,7 +53,8 @@ def sample(trainer: GRPOTrainer, rounds: range) -> tuple[list, list]:
     """The kept (trained) and all sampled episodes of ``rounds`` steps of the trainer's sampling."""
     kept, sampled = [], []
     for step in rounds:
-        groups = trainer.groups.sample(step, {"perf/rollout_s": 0.0, "perf/score_s": 0.0}, policy_is_init=True)
+        timings = {metric.PERF_ROLLOUT_S: 0.0, metric.PERF_SCORE_S: 0.0}
+        groups = trainer.groups.sample(step, timings, policy_is_init=True)
         kept += groups.kept
         sampled += groups.sampled
         print(f"step {step + 1}: {len(groups.kept)} kept of {len(groups.sampled)} episodes", flush=True)

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,17 +76,6 @@ class Attribution:
         return out
 
 
-@contextmanager
-def _training_mode(model: torch.nn.Module) -> Iterator[None]:
-    """The mode the trainer scores in (with dropout off it only decides prefix sharing and checkpointing)."""
-    was_training = model.training
-    model.train()
-    try:
-        yield
-    finally:
-        model.train(was_training)
-
-
 def _params(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
@@ -103,7 +91,7 @@ def backward_part(trainer: GRPOTrainer, batch: RolloutBatch, rows: list[int],
     the trainer does."""
     trainer.model.zero_grad(set_to_none=True)
     size = trainer.config.trainer.micro_batch_size
-    with _training_mode(trainer.model):
+    with trainer.training_mode():
         for start in range(0, len(rows), size):
             micro = batch.select(rows[start:start + size])
             loss, _ = trainer.objective(trainer.score_tokens(micro), micro, dict(counts))
@@ -113,7 +101,7 @@ def backward_part(trainer: GRPOTrainer, batch: RolloutBatch, rows: list[int],
 def probe_logprob(trainer: GRPOTrainer, probes_batch: RolloutBatch, index: int, probe: Probe,
                   grad: bool = False) -> float:
     """``ℓ`` of one probe (row ``index`` of the collated probes), with its gradient left in ``.grad`` if ``grad``."""
-    with _training_mode(trainer.model), torch.set_grad_enabled(grad):
+    with trainer.training_mode(), torch.set_grad_enabled(grad):
         if grad:
             trainer.model.zero_grad(set_to_none=True)
         scores = trainer.score_tokens(probes_batch.select([index]))

@@ -261,7 +261,7 @@ class GRPOTrainer:
         if deferred and not self._recomputes_old:
             raise ValueError("deferred old log-probs need trainer.old_logprobs=recompute")
         now = [micro for micro in plan.micro_batches if micro not in deferred]
-        with self._training_mode():
+        with self.training_mode():
             if self._recomputes_old:
                 batch.old_logprobs = self._batch_logprobs(self.forward, batch, now)
             else:
@@ -314,7 +314,7 @@ class GRPOTrainer:
         counts = mini_batch_counts(batch, rows)
         metrics: dict[str, float] = {}
         self.optimizer.zero_grad(set_to_none=True)
-        with self._training_mode():
+        with self.training_mode():
             for micro_rows in micro_batches:
                 micro = batch.select(micro_rows)
                 scores = self.score_tokens(micro)
@@ -373,7 +373,7 @@ class GRPOTrainer:
         grads = [p.grad for p in params]
         for param in params:
             param.grad = None
-        with self._training_mode():
+        with self.training_mode():
             nll_backward(self.forward, preserve, t.micro_batch_size, self.groups.chat.pad_token_id)
         ascent = [-p.grad if p.grad is not None else torch.zeros_like(p) for p in params]  # ∇ℓ = −∇NLL
         for param, grad in zip(params, grads):
@@ -400,16 +400,13 @@ class GRPOTrainer:
         examples = [kept.example for kept in preserve]
         total_tokens = sum(sum(w > 0 for w in e.label_weights()) for e in examples)
         term = 0.0
-        for start in range(0, len(preserve), t.micro_batch_size):
-            part = preserve[start:start + t.micro_batch_size]
-            input_ids, attention_mask, label_mask = collate_examples([kept.example for kept in part],
-                                                                     self.groups.chat.pad_token_id)
-            anchor = torch.zeros_like(label_mask)
+        for start, label_mask, logp in self._example_scores(examples):
+            part = preserve[start:start + len(label_mask)]
+            anchor = torch.zeros_like(logp)
             for row, kept in enumerate(part):
                 anchor[row, :len(kept.anchor)] = torch.tensor(kept.anchor)
-            logp = self.forward.token_logprobs(input_ids, attention_mask, label_mask).logprobs
             mask = (label_mask > 0).to(logp.dtype).to(logp.device)
-            loss, _ = llds_loss(logp, anchor.to(logp.device), torch.ones(len(part), device=logp.device), mask,
+            loss, _ = llds_loss(logp, anchor, torch.ones(len(part), device=logp.device), mask,
                                 gate=algo.llds_gate, agg=algo.loss_agg, num_tokens=total_tokens,
                                 num_seqs=len(preserve), horizon=mask.shape[-1])
             (t.preserve_coef * loss).backward()
@@ -421,13 +418,21 @@ class GRPOTrainer:
         """Each example's per-token log-probs under the current weights (temperature 1, no masks; 0 off
         its labels), as ``_preserve_hinge_backward`` scores them: the anchors of ``preserve_writes=hinge``."""
         out = []
-        with self._training_mode():
-            for start in range(0, len(examples), self.config.trainer.micro_batch_size):
-                part = examples[start:start + self.config.trainer.micro_batch_size]
-                input_ids, attention_mask, label_mask = collate_examples(part, self.groups.chat.pad_token_id)
-                logp = self.forward.token_logprobs(input_ids, attention_mask, label_mask).logprobs.float().cpu()
+        with self.training_mode():
+            for start, _, logp in self._example_scores(examples):
+                logp = logp.float().cpu()
+                part = examples[start:start + len(logp)]
                 out += [logp[row, :len(example.input_ids)].tolist() for row, example in enumerate(part)]
         return out
+
+    def _example_scores(self, examples: list[SFTExample]) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+        """``(start, label_mask, log-probs)`` per micro-batch of ``examples``: the labelled tokens'
+        log-probs at temperature 1 without masks, as SFT and the replay terms score them."""
+        size = self.config.trainer.micro_batch_size
+        for start in range(0, len(examples), size):
+            input_ids, attention_mask, label_mask = collate_examples(examples[start:start + size],
+                                                                     self.groups.chat.pad_token_id)
+            yield start, label_mask, self.forward.token_logprobs(input_ids, attention_mask, label_mask).logprobs
 
     @torch.no_grad()
     def lld_diagnostics(self, batch: RolloutBatch, plan: UpdatePlan) -> dict[str, float]:
@@ -435,7 +440,7 @@ class GRPOTrainer:
         (share of preserve-set actions whose log-likelihood fell: ``llds_loss``'s action rate,
         over the whole step) and the mean per-token log-prob change of A ≥ 0 and A < 0 rows
         (``logprob_change``). Exactly 0 when the weights did not move."""
-        with self._training_mode():
+        with self.training_mode():
             new = self._batch_logprobs(self.forward, batch, plan.micro_batches)
         _, metrics = llds_loss(new, batch.old_logprobs, batch.seq_advantages, batch.response_mask)
         return {metric.ALGO_LLD_RATE: float(metrics["lld/action_rate"]),
@@ -480,7 +485,7 @@ class GRPOTrainer:
         return temperature if temperature > 0 else 1.0
 
     @contextmanager
-    def _training_mode(self) -> Iterator[None]:
+    def training_mode(self) -> Iterator[None]:
         """Training mode for the old log-probs, the update and the LLD pass alike: with dropout
         off the mode only switches gradient checkpointing, which changes no value, but it also
         decides whether the forward shares the prompt prefix, so all three must agree."""

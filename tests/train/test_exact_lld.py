@@ -51,7 +51,7 @@ def test_first_mini_batch_sees_new_equal_old_bit_for_bit(tiny_policy_dir, tmp_pa
 
     # the test has teeth: scored in other company, a row's log-probs are not bit-equal
     other = [plan.micro_batches[0][0], plan.micro_batches[-1][-1]]
-    with trainer._training_mode(), torch.no_grad():
+    with trainer.training_mode(), torch.no_grad():
         moved = trainer._batch_logprobs(trainer.forward, batch, [other])
     assert not torch.equal(moved[other], batch.old_logprobs[other])
 
