@@ -111,9 +111,123 @@ def copy_warmup_batch(pool: Sequence[int], length: int, batch_size: int, generat
 def copy_warmup_loss(model: torch.nn.Module, sequences: torch.Tensor, length: int) -> torch.Tensor:
     """Mean next-token NLL on the final ``length``-token segment of ``copy_warmup_batch`` rows,
     after its first token (which nothing in the row predicts)."""
-    logits = model(input_ids=sequences).logits[:, -length:-1]  # positions predicting s_2..s_length
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
-                                             sequences[:, -length + 1:].reshape(-1))
+    return labelled_nll(model, sequences, copy_warmup_labels(sequences, length))
+
+
+def copy_warmup_labels(sequences: torch.Tensor, length: int) -> torch.Tensor:
+    """Where ``copy_warmup_batch`` rows are scored: their final ``length``-token segment after its first token."""
+    labelled = torch.zeros_like(sequences, dtype=torch.bool)
+    labelled[:, sequences.shape[1] - length + 1:] = True
+    return labelled
+
+
+def labelled_nll(model: torch.nn.Module, sequences: torch.Tensor, labelled: torch.Tensor) -> torch.Tensor:
+    """Mean next-token NLL of the tokens where ``labelled`` (B, T) is true, each predicted from
+    the tokens before it."""
+    logits = model(input_ids=sequences).logits[:, :-1]
+    targets = labelled[:, 1:]
+    return torch.nn.functional.cross_entropy(logits[targets].float(), sequences[:, 1:][targets])
+
+
+@dataclass(frozen=True)
+class SlotRecallTokens:
+    """The tokens ``slot_recall_batch`` builds rows of, one entry per id kind in ``slots`` and
+    ``queries`` alike."""
+
+    filler: list[int]
+    """Tokens the rows are made of between mentions (the demonstrations' tokens but slots)."""
+    slots: list[list[int]]
+    """Each kind's slot tokens (``<R1>``, ``<R2>``, ...: one token each)."""
+    queries: list[list[list[int]]]
+    """Each kind's query contexts: the tokens that come right before a slot of that kind that an
+    assistant tool call copies (``{"reservation_id": "``), as the demonstrations tokenize them."""
+
+    def __post_init__(self) -> None:
+        if not self.filler:
+            raise ValueError("SlotRecallTokens needs filler tokens")
+        if len(self.slots) != len(self.queries):
+            raise ValueError(f"one query list per kind: {len(self.slots)} kinds, {len(self.queries)} query lists")
+        if not any(slots and queries for slots, queries in zip(self.slots, self.queries)):
+            raise ValueError("SlotRecallTokens needs a kind with slots and at least one query context")
+
+
+def slot_recall_tokens(examples: Sequence[SFTExample], slots: list[list[int]],
+                       query_tokens: int = 6) -> SlotRecallTokens:
+    """``slot_recall_batch``'s tokens from rendered demonstrations: ``slots`` holds each kind's slot
+    tokens; a query context is the (up to) ``query_tokens`` labelled tokens before a slot an
+    assistant turn writes, cut after any earlier slot (the text that asks for this kind)."""
+    kind_of = {token: kind for kind, tokens in enumerate(slots) for token in tokens}
+    filler = sorted({t for e in examples for t in e.input_ids if t not in kind_of})
+    contexts: list[set[tuple[int, ...]]] = [set() for _ in slots]
+    for example in examples:
+        ids, labels = example.input_ids, example.labels
+        for p, token in enumerate(ids):
+            if token not in kind_of or labels[p] == IGNORE_INDEX:
+                continue
+            start = p
+            while start > max(0, p - query_tokens) and labels[start - 1] != IGNORE_INDEX \
+                    and ids[start - 1] not in kind_of:
+                start -= 1
+            if start < p:
+                contexts[kind_of[token]].add(tuple(ids[start:p]))
+    return SlotRecallTokens(filler, [list(tokens) for tokens in slots],
+                            [[list(c) for c in sorted(found)] for found in contexts])
+
+
+def slot_recall_batch(tokens: SlotRecallTokens, context: int, queries: int, batch_size: int,
+                      generator: torch.Generator, bos_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(sequences, labelled)``, each (B, T): rows of ``context`` random filler tokens among which
+    slots of random kinds are mentioned (one in twelve tokens, kinds and slot numbers uniform), and
+    ``queries`` queries at random places after the first mention, each a query context of one kind mentioned before it
+    followed by that kind's *latest* mention, the one labelled token. This is the choice a
+    delexicalised transcript asks at every id argument: of the ``<R1>``, ``<R2>``, ... in context,
+    the one the conversation is about now, usually the last one said. Numbers are uniform, so
+    the usual slot (the user is ``<U1>``) predicts nothing; only a head that finds the last slot of
+    the asked kind and copies it does. Rows are right-padded with filler (unlabelled)."""
+    askable = [k for k, (slots, contexts) in enumerate(zip(tokens.slots, tokens.queries)) if slots and contexts]
+    mentions = max(1, context // 12)
+
+    def draw(n: int) -> int:
+        return int(torch.randint(n, (1,), generator=generator))
+
+    rows: list[list[int]] = []
+    labels: list[list[bool]] = []
+    for _ in range(batch_size):
+        filler = [tokens.filler[i] for i in torch.randint(len(tokens.filler), (context,), generator=generator).tolist()]
+        mention_at = set(torch.randperm(context, generator=generator)[:mentions].tolist())
+        first_mention = min(mention_at)
+        # queries go after the first mention (something to recall), at random places
+        query_at = sorted(first_mention + 1 + draw(context - first_mention) for _ in range(queries))
+        row, labelled, latest = [bos_token_id], [False], {}
+        q = 0
+        for t in range(context + 1):
+            while q < len(query_at) and query_at[q] == t:
+                kinds = [k for k in askable if k in latest]
+                if kinds:
+                    kind = kinds[draw(len(kinds))]
+                    contexts = tokens.queries[kind]
+                    asked = contexts[draw(len(contexts))]
+                    row += [*asked, latest[kind]]
+                    labelled += [False] * len(asked) + [True]
+                q += 1
+            if t == context:
+                break
+            if t in mention_at:
+                # the first mention is of a kind some query asks for, so every row has an answer
+                kinds = askable if t == first_mention else [k for k, slots in enumerate(tokens.slots) if slots]
+                kind = kinds[draw(len(kinds))]
+                latest[kind] = tokens.slots[kind][draw(len(tokens.slots[kind]))]
+                row.append(latest[kind])
+            else:
+                row.append(filler[t])
+            labelled.append(False)
+        rows.append(row)
+        labels.append(labelled)
+    width = max(len(row) for row in rows)
+    pad = tokens.filler[0]
+    sequences = torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long)
+    mask = torch.tensor([lab + [False] * (width - len(lab)) for lab in labels], dtype=torch.bool)
+    return sequences, mask
 
 
 @dataclass

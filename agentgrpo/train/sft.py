@@ -33,7 +33,7 @@ import torch
 from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.masking import SFTExample
 from agentgrpo.config import ConfigError, to_dict, to_yaml
-from agentgrpo.envs.delex import slot_tokens
+from agentgrpo.envs.delex import slot_token, slot_tokens
 from agentgrpo.envs.registry import EnvBundle, build_env, build_training_worlds, id_kinds
 from agentgrpo.policy.device import autocast, model_device
 from agentgrpo.policy.forward import PolicyForward
@@ -53,10 +53,14 @@ from agentgrpo.tracking import make_tracker
 from agentgrpo.train.checkpoint import load_trainer_state, restore_training_state, save_checkpoint
 from agentgrpo.train.copy_check import (
     CopyProbe,
+    SlotRecallTokens,
     copied_values,
     copy_accuracy,
     copy_warmup_batch,
-    copy_warmup_loss,
+    copy_warmup_labels,
+    labelled_nll,
+    slot_recall_batch,
+    slot_recall_tokens,
 )
 from agentgrpo.train.demonstrations import (
     Demonstration,
@@ -162,6 +166,8 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     config.env.delexicalise = agent_config["delexicalise"]
     if config.data.permute_slots and not config.env.delexicalise:
         raise ConfigError("data.permute_slots=true renumbers delexicalised slots: it needs env.delexicalise=true")
+    if uses_slot_task(config) and not config.env.delexicalise:
+        raise ConfigError("trainer.copy_warmup_task=slot recalls delexicalised slots: it needs env.delexicalise=true")
     resumed = resume_checkpoint(run_dir, config, force=force) if resume else None
     if resumed is None:
         (run_dir / "config.yaml").write_text(given)
@@ -177,7 +183,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     examples, rejected, relabelled = _examples(config, chat, demos)
     probes, copy_skip = (([], "off (demonstrations given)") if demonstrations is not None
                          else copy_probes(config, bundle, chat, _probe_renumbering(config)))
-    copy_task = _CopyTask(config, demos, chat, model_device(model)) if (
+    copy_task = _CopyTask(config, demos, examples, chat, model_device(model)) if (
         config.trainer.copy_warmup_steps or config.trainer.copy_mix_weight) else None
     checkpoints = _Checkpoints(config, tokenizer, agent_config, copy_task, resumed)
     if resumed is None and config.trainer.copy_warmup_steps:
@@ -206,15 +212,23 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
 
 
 class _CopyTask:
-    """Random copy batches (``copy_warmup_batch``) over the tokens the demonstrations' copied ids
-    are made of: the warm-up's data and SFT's optional mixed-in copy loss."""
+    """Random copy batches of ``trainer.copy_warmup_task``: ``segment`` (``copy_warmup_batch``) over
+    the tokens the demonstrations' copied ids are made of, or ``slot`` (``slot_recall_batch``) over
+    the demonstrations' tokens and the domain's slots; the warm-up's data and SFT's optional
+    mixed-in copy loss."""
 
-    def __init__(self, config: SFTConfig, demos: list[Demonstration], chat: ChatFormat, device: torch.device):
-        self.pool = sorted({t for d in demos for value in copied_values(d.messages) for t in chat.encode(value)})
-        if not self.pool:
-            raise ConfigError("trainer.copy_warmup_steps / copy_mix_weight > 0 need demonstrations that copy ids "
-                              "from their context")
+    def __init__(self, config: SFTConfig, demos: list[Demonstration], examples: list[SFTExample], chat: ChatFormat,
+                 device: torch.device):
         self.cfg, self.device = config.trainer, device
+        self.pool: list[int] = []
+        self.slot_tokens: SlotRecallTokens | None = None
+        if self.cfg.copy_warmup_task == "slot":
+            self.slot_tokens = _slot_recall_tokens(config, examples, chat)
+        else:
+            self.pool = sorted({t for d in demos for value in copied_values(d.messages) for t in chat.encode(value)})
+            if not self.pool:
+                raise ConfigError("trainer.copy_warmup_steps / copy_mix_weight > 0 need demonstrations that copy ids "
+                                  "from their context")
         self.autocast_on = config.policy.autocast_devices
         self.generator = torch.Generator().manual_seed(config.seed)
         tokenizer = chat.tokenizer
@@ -227,11 +241,44 @@ class _CopyTask:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.generator.set_state(torch.tensor(state["generator"], dtype=torch.uint8))
 
+    @property
+    def tokens(self) -> int:
+        """The tokens the task draws from (``sft_stats.json``'s ``copy_warmup.pool_tokens``)."""
+        return len(self.slot_tokens.filler) if self.slot_tokens is not None else len(self.pool)
+
     def loss(self, model: torch.nn.Module) -> torch.Tensor:
-        batch = copy_warmup_batch(self.pool, self.cfg.copy_warmup_length, self.cfg.copy_warmup_batch_size,
-                                  self.generator, self.bos, context=self.cfg.copy_warmup_context)
+        cfg = self.cfg
+        if self.slot_tokens is not None:
+            sequences, labelled = slot_recall_batch(self.slot_tokens, cfg.copy_warmup_context, cfg.copy_warmup_queries,
+                                                    cfg.copy_warmup_batch_size, self.generator, self.bos)
+        else:
+            sequences = copy_warmup_batch(self.pool, cfg.copy_warmup_length, cfg.copy_warmup_batch_size,
+                                          self.generator, self.bos, context=cfg.copy_warmup_context)
+            labelled = copy_warmup_labels(sequences, cfg.copy_warmup_length)
         with autocast(self.device, self.autocast_on):
-            return copy_warmup_loss(model, batch.to(self.device), self.cfg.copy_warmup_length)
+            return labelled_nll(model, sequences.to(self.device), labelled.to(self.device))
+
+
+def uses_slot_task(config: SFTConfig) -> bool:
+    """Whether the run trains on the ``slot`` copy task (a warm-up or a mixed-in loss)."""
+    cfg = config.trainer
+    return cfg.copy_warmup_task == "slot" and bool(cfg.copy_warmup_steps or cfg.copy_mix_weight)
+
+
+def _slot_recall_tokens(config: SFTConfig, examples: list[SFTExample], chat: ChatFormat) -> SlotRecallTokens:
+    """The ``slot`` copy task's tokens: each id kind's slots (one token each) and the query contexts
+    the demonstrations write before them."""
+    slots = []
+    for kind in id_kinds(config.env, "trainer.copy_warmup_task=slot"):
+        ids = [chat.encode(slot_token(kind.tag, i)) for i in range(1, kind.slots + 1)]
+        if any(len(one) != 1 for one in ids):
+            raise ConfigError(f"trainer.copy_warmup_task=slot needs every slot as one token; the tokenizer splits "
+                              f"<{kind.tag}…> slots (a checkpoint whose tokenizer was not built with them)")
+        slots.append([one[0] for one in ids])
+    try:
+        return slot_recall_tokens(examples, slots)
+    except ValueError as exc:
+        raise ConfigError(f"trainer.copy_warmup_task=slot: {exc} (no demonstration copies a slot)") from None
 
 
 def _copy_warmup(config: SFTConfig, model: torch.nn.Module, task: _CopyTask,
@@ -252,8 +299,9 @@ def _copy_warmup(config: SFTConfig, model: torch.nn.Module, task: _CopyTask,
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             bar.update(1, loss=f"{loss.item():.3f}")
-    result: dict[str, Any] = {"steps": cfg.copy_warmup_steps, "final_loss": loss.item(),
-                              "pool_tokens": len(task.pool), "seconds": time.perf_counter() - t0}
+    result: dict[str, Any] = {"steps": cfg.copy_warmup_steps, "task": cfg.copy_warmup_task,
+                              "final_loss": loss.item(), "pool_tokens": task.tokens,
+                              "seconds": time.perf_counter() - t0}
     if probes:
         result["copy_check"] = copy_accuracy(model, probes).as_metrics()
     return result

@@ -78,16 +78,26 @@ class SFTTrainerConfig:
     weighs 1. The loss is the weighted mean, so this shifts the gradient toward reading values
     from the context without changing its scale."""
     copy_warmup_steps: int = 0
-    """Optimizer steps of a copy warm-up before SFT (``agentgrpo.train.copy_check.copy_warmup_batch``:
-    a random segment of id tokens hidden among random id tokens, then the segment again; loss on
-    the repeat after its first token). A model built from
-    a config has no in-context copying circuit, which a pretrained LM gets from pretraining;
-    without one it writes ids of the right shape that are not the ones in its context."""
+    """Optimizer steps of a copy warm-up before SFT, on the task ``copy_warmup_task`` names. A
+    model built from a config has no in-context copying circuit, which a pretrained LM gets from
+    pretraining; without one it writes ids of the right shape that are not the ones in its context."""
+    copy_warmup_task: Literal["segment", "slot"] = "segment"
+    """The copy warm-up's (and ``copy_mix_weight``'s) task. ``segment``
+    (``agentgrpo.train.copy_check.copy_warmup_batch``): a random segment of id tokens hidden among
+    random id tokens, then the segment again; loss on the repeat after its first token (the
+    multi-token copy an id split into pieces needs). ``slot`` (``slot_recall_batch``, needs
+    ``env.delexicalise=true``): slots of random kinds and numbers mentioned among random tokens of
+    the demonstrations, and queries made of the demonstrations' own text before an id argument
+    (``{"reservation_id": "``), each answered by the latest slot of its kind: the choice of which
+    ``<R…>`` a call copies."""
+    copy_warmup_queries: int = 8
+    """Queries per row of the ``slot`` task (each one labelled token)."""
     copy_warmup_length: int = 8
     """Tokens in each random segment of the copy warm-up (an id is 6-14 tokens with the id split)."""
     copy_warmup_context: int = 120
     """Random tokens the segment hides in, at a random place (0: the segment follows itself at a
-    fixed distance, which a positional head solves without learning to copy by content)."""
+    fixed distance, which a positional head solves without learning to copy by content); for the
+    ``slot`` task, the random tokens of a row between its mentions and queries (>= 12)."""
     copy_warmup_batch_size: int = 32
     """Sequences per copy warm-up step."""
     copy_mix_weight: float = 0.0
@@ -111,10 +121,14 @@ class SFTTrainerConfig:
         require(self.weight_decay >= 0, "trainer.weight_decay", self.weight_decay, "must be >= 0")
         require(self.max_grad_norm > 0, "trainer.max_grad_norm", self.max_grad_norm, "must be > 0")
         require(self.copy_weight > 0, "trainer.copy_weight", self.copy_weight, "must be > 0")
-        require(self.copy_warmup_context == 0 or self.copy_warmup_context >= self.copy_warmup_length,
-                "trainer.copy_warmup_context", self.copy_warmup_context,
-                "must be 0 or hold the segment (>= trainer.copy_warmup_length)")
-        for key in ("copy_warmup_length", "copy_warmup_batch_size"):
+        if self.copy_warmup_task == "slot":
+            require(self.copy_warmup_context >= 12, "trainer.copy_warmup_context", self.copy_warmup_context,
+                    "must be >= 12 for trainer.copy_warmup_task=slot (one mention in twelve tokens)")
+        else:
+            require(self.copy_warmup_context == 0 or self.copy_warmup_context >= self.copy_warmup_length,
+                    "trainer.copy_warmup_context", self.copy_warmup_context,
+                    "must be 0 or hold the segment (>= trainer.copy_warmup_length)")
+        for key in ("copy_warmup_length", "copy_warmup_batch_size", "copy_warmup_queries"):
             require(getattr(self, key) >= 1, f"trainer.{key}", getattr(self, key), "must be >= 1")
         require(self.copy_warmup_steps >= 0, "trainer.copy_warmup_steps", self.copy_warmup_steps, "must be >= 0")
         require(self.copy_mix_weight >= 0, "trainer.copy_mix_weight", self.copy_mix_weight, "must be >= 0")

@@ -9,11 +9,15 @@ import torch
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample
 from agentgrpo.train.copy_check import (
     CopyProbe,
+    SlotRecallTokens,
     copied_values,
     copy_accuracy,
     copy_warmup_batch,
     copy_warmup_loss,
     find_copy_spans,
+    labelled_nll,
+    slot_recall_batch,
+    slot_recall_tokens,
 )
 
 
@@ -147,3 +151,59 @@ def test_renumbered_probes_hold_the_same_copies_under_other_slot_numbers(tiny_po
     assert _probe_renumbering(config) is None
     with pytest.raises(ConfigError, match="delexicalised"):
         copy_probes(config, bundle, chat, random.Random(0))
+
+
+def test_labelled_nll_is_the_mean_nll_of_the_marked_tokens_by_hand():
+    model = _NextIsPlusOne(vocab=16)
+    sequences = torch.tensor([[0, 1, 2, 7], [3, 4, 9, 9]])
+    labelled = torch.tensor([[False, False, True, True], [False, True, False, False]])
+    # row 0: 2 after 1 (right: +1), 7 after 2 (wrong); row 1: 4 after 3 (right)
+    logsumexp = math.log(15 + math.e)
+    expected = ((logsumexp - 1) + (logsumexp - 0) + (logsumexp - 1)) / 3
+    assert labelled_nll(model, sequences, labelled).item() == pytest.approx(expected, rel=1e-6)
+
+
+SLOTS = [[100, 101, 102], [200, 201], [300]]  # three kinds: three, two and one slot
+QUERIES = [[[7, 8]], [[9]], []]  # the third kind is never asked for (no call copies it)
+
+
+def _kind(token):
+    return next((k for k, slots in enumerate(SLOTS) if token in slots), None)
+
+
+def test_slot_recall_rows_ask_for_a_kind_and_label_its_latest_mention():
+    tokens = SlotRecallTokens(filler=[1, 2, 3, 4, 5], slots=SLOTS, queries=QUERIES)
+    sequences, labelled = slot_recall_batch(tokens, context=48, queries=5, batch_size=64,
+                                            generator=torch.Generator().manual_seed(0), bos_token_id=0)
+    assert sequences.shape == labelled.shape and sequences[:, 0].eq(0).all()
+    answers, asked_kinds = [], set()
+    for row, marks in zip(sequences.tolist(), labelled.tolist()):
+        latest = {}
+        assert 1 <= sum(marks) <= 5  # a query can only come after a mention
+        for t, token in enumerate(row):
+            if marks[t]:
+                kind = _kind(token)
+                assert kind is not None and token == latest[kind]  # the kind's latest mention
+                query = [7, 8] if kind == 0 else [9]
+                assert row[t - len(query):t] == query  # right after a query context of that kind
+                asked_kinds.add(kind)
+                answers.append(token)
+            elif _kind(token) is not None:
+                latest[_kind(token)] = token
+    assert asked_kinds == {0, 1}
+    assert set(answers) == {100, 101, 102, 200, 201}  # every slot number is asked for: no usual slot
+    again, _ = slot_recall_batch(tokens, 48, 5, 64, torch.Generator().manual_seed(0), 0)
+    assert torch.equal(sequences, again)
+
+
+def test_slot_recall_tokens_come_from_the_demonstrations_labelled_text_before_a_slot():
+    ignore = IGNORE_INDEX
+    # a user turn names slot 101 (unlabelled); the assistant writes 6 7 8 9 then copies 101, then 3
+    example = SFTExample(input_ids=[5, 101, 6, 7, 8, 9, 101, 3],
+                         labels=[ignore, ignore, 6, 7, 8, 9, 101, 3])
+    found = slot_recall_tokens([example], [[100, 101], [200]], query_tokens=6)
+    assert found.queries == [[[6, 7, 8, 9]], []]  # back to the start of the assistant's text
+    assert found.filler == [3, 5, 6, 7, 8, 9]  # every token but the slots
+    assert slot_recall_tokens([example], [[100, 101], [200]], query_tokens=3).queries[0] == [[7, 8, 9]]
+    with pytest.raises(ValueError, match="query context"):
+        slot_recall_tokens([example], [[200]])  # no demonstration copies this kind

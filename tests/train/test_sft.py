@@ -128,6 +128,25 @@ def test_permuted_slots_give_each_epoch_other_slot_numbers_of_the_same_conversat
                                           "progress=false"], defaults="sft.yaml"))
 
 
+def test_slot_recall_warmup_asks_for_the_slots_the_demonstrations_copy_and_mixes_into_sft(tmp_path):
+    """``trainer.copy_warmup_task=slot``: the warm-up and the mixed-in loss run on rows built from
+    the run's own demonstrations (every kind their calls copy gets query contexts), and the task
+    is refused without slots to recall."""
+    common = [*SMALL_ENV_OVERRIDES, "data.demos_per_task=1", "trainer.epochs=1", "trainer.batch_size=4",
+              "trainer.micro_batch_size=2", "progress=false", "data.copy_check_tasks=0",
+              "trainer.copy_warmup_task=slot", "trainer.copy_warmup_steps=2", "trainer.copy_warmup_batch_size=2",
+              "trainer.copy_warmup_context=24", "trainer.copy_mix_weight=0.5"]
+    with pytest.raises(ConfigError, match="trainer.copy_warmup_task=slot"):
+        train_sft(load_config(SFTConfig, [*common, f"run_dir={tmp_path / 'words'}"], defaults="sft.yaml"))
+    run_dir = tmp_path / "slots"
+    train_sft(load_config(SFTConfig, [*common, f"run_dir={run_dir}", "env.delexicalise=true",
+                                      "data.tokenizer_split=id"], defaults="sft.yaml"))
+    warmup = json.loads((run_dir / "sft_stats.json").read_text())["copy_warmup"]
+    assert warmup["task"] == "slot" and warmup["steps"] == 2 and 0 < warmup["final_loss"] < 20
+    records = read_metrics(run_dir / "metrics.jsonl")
+    assert records and all(0 < r["sft/copy_mix_loss"] < 20 for r in records)  # every SFT step takes the task too
+
+
 def test_copy_weight_weighs_the_copied_values_and_the_loss_is_their_weighted_mean(tiny_policy_dir):
     import torch
 
