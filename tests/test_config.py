@@ -78,7 +78,10 @@ def test_packaged_configs_and_the_quickstart_overrides_load():
             assert config.experiment == name
         # the sampler's log-probs stand in for the old ones only where LLDS is off
         assert (SAMPLER_OLD_LOGPROBS in grpo_overrides(name, [])) == (config.algo.llds_coef == 0)
-    load_config(SFTConfig, QUICKSTART_DEFAULTS["sft"], defaults="sft.yaml")
+    sft = load_config(SFTConfig, QUICKSTART_DEFAULTS["sft"], defaults="sft.yaml")
+    # the tiny preset learns which slot to copy before SFT, and keeps it during SFT
+    assert (sft.env.delexicalise, sft.trainer.copy_warmup_task, sft.trainer.copy_warmup_steps,
+            sft.trainer.copy_mix_weight) == (True, "slot", 300, 0.5)
     load_config(EvalConfig, QUICKSTART_DEFAULTS["eval"], defaults="eval.yaml")
 
 
@@ -90,6 +93,7 @@ def test_the_smollm2_quickstart_preset_is_the_measured_recipe():
     assert (sft.policy.init, sft.prompt_style, sft.env.train_worlds, sft.env.delexicalise, sft.env.oracle_arithmetic,
             sft.data.demos_per_task, sft.trainer.epochs, sft.trainer.lr, sft.trainer.batch_size,
             sft.policy.cpu_autocast) == ("smollm2-135m", "compact", 12, True, "calculator", 1, 2, 5e-5, 4, True)
+    assert (sft.trainer.copy_warmup_steps, sft.trainer.copy_mix_weight) == (0, 0)  # it copies as it ships
     grpo = load_config(GRPOConfig, ["experiment=joint", *grpo_overrides("joint", [], "smollm2")], defaults="grpo.yaml")
     assert (grpo.trainer.micro_batch_size, grpo.trainer.old_logprobs, grpo.trainer.lr, grpo.policy.cpu_autocast,
             grpo.trainer.group_size) == (1, "recompute", 2e-5, True, 8)

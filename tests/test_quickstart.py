@@ -19,6 +19,7 @@ def test_split_overrides():
 SMALL = [
     *SMALL_ENV_OVERRIDES,
     "sft.env.train_worlds=2", "sft.trainer.epochs=1", "sft.progress=false", "grpo.env.train_worlds=2",
+    "sft.trainer.copy_warmup_steps=2", "sft.trainer.copy_warmup_batch_size=2",
     "grpo.trainer.steps=1", "grpo.trainer.tasks_per_step=2", "grpo.trainer.group_size=2",
     "grpo.trainer.mini_batch_size=2", "grpo.trainer.micro_batch_size=2", "grpo.logging.progress=false",
     "grpo.rollout.max_turns=2", "grpo.rollout.max_new_tokens=8",
@@ -58,6 +59,7 @@ def test_quickstart_writes_report_and_summary(tmp_path):
     assert "6 fresh tasks per split (covered_seen, uncovered_seen) of held-out test worlds" in report
     sft_agent = json.loads((tmp_path / "sft" / "final" / "agentgrpo.json").read_text())
     assert sft_agent["delexicalise"] is True  # the quickstart's policy reads ids as slots
+    assert json.loads((tmp_path / "sft" / "sft_stats.json").read_text())["copy_warmup"]["task"] == "slot"
     assert (tmp_path / "training_curves.png").stat().st_size > 10_000
     curve = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in curve if "val/pass1" in r] == [0, 1]  # the learning curve starts at the SFT policy

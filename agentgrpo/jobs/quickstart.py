@@ -31,13 +31,19 @@ from agentgrpo.jobs.ablate import STAGES
 if TYPE_CHECKING:
     from agentgrpo.eval.compare import Comparison
 
+SLOT_RECALL = ["trainer.copy_warmup_task=slot", "trainer.copy_warmup_steps=300", "trainer.copy_mix_weight=0.5"]
+"""The slot-recall warm-up and its mixed-in loss, for a built preset with delexicalised ids."""
+NO_COPY_TASK = ["trainer.copy_warmup_steps=0", "trainer.copy_mix_weight=0"]
 QUICKSTART_DEFAULTS: dict[str, list[str]] = {
     # Many worlds, ids as per-episode slots: a policy that reads its world rather than memorising
     # one (docs/results/heldout-worlds.md). 12 worlds x 1 demonstration per covered task, 3 epochs
     # (the ablation's SFT has 4): with 8 worlds it solved no held-out write task (docs/results/quickstart.md).
+    # Before SFT, 300 steps of the slot-recall task (which slot of a kind a call copies), kept alive by
+    # mixing it into every SFT step at weight 0.5: a model built from a config has no copy head, and
+    # without one it writes the usual slot (docs/results/write-levers.md §14).
     "sft": [
         "env.train_worlds=12", "env.delexicalise=true", "data.demos_per_task=1", "data.tokenizer_split=id",
-        "trainer.epochs=3",
+        "trainer.epochs=3", *SLOT_RECALL,
     ],
     # GRPO on fresh tasks of the same training worlds, 4 tasks x G=8 through the frontier sampler,
     # groups whose outcomes all agree replaced once (dynamic sampling); from SFT the policy moves in
@@ -69,7 +75,8 @@ SMOLLM2_OVERRIDES: dict[str, list[str]] = {
     # that gets every sum it states from the calculate tool (docs/results/write-levers.md §7-8).
     "sft": ["policy.init=smollm2-135m", "prompt_style=compact", "env.oracle_arithmetic=calculator",
             "trainer.epochs=2", "trainer.lr=5.0e-5", "trainer.batch_size=4", "trainer.micro_batch_size=1",
-            "data.copy_check_tasks=0", "policy.cpu_autocast=true"],
+            "data.copy_check_tasks=0", "policy.cpu_autocast=true",
+            *NO_COPY_TASK],  # a pretrained model copies already (its copy check: 0.997 as it ships)
     # a 135M model's step at the tiny preset's sizes, one row per micro-batch, a lower learning rate for
     # a pretrained model; the old log-probs recomputed (in place of the sampler's, as measured)
     "grpo": ["trainer.micro_batch_size=1", "rollout.max_batch=16", "trainer.lr=2.0e-5",

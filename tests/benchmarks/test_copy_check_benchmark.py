@@ -1,6 +1,7 @@
 """The copy-check benchmark scores a checkpoint and refuses a preset with random weights."""
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -41,4 +42,17 @@ def test_copy_task_benchmark_trains_from_scratch_and_reports_chance():
     lines = {name: float(value) for name, value in re.findall(r"^BENCH (\S+) (\S+) target info$", result.stdout,
                                                                 re.MULTILINE)}
     assert lines["copy_task_chance"] == pytest.approx(2.996, abs=1e-3) and lines["copy_task_steps"] == 50
+    assert 0 < lines["copy_task_final_loss"] < 10
+
+
+def test_copy_task_benchmark_trains_the_slot_recall_task_and_reports_its_chance():
+    script = SCRIPT.parent / "copy_task.py"
+    result = subprocess.run([sys.executable, str(script), "--task", "slot", "--preset", "toy", "--steps", "50",
+                             "--context", "24"], env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = {name: float(value) for name, value in re.findall(r"^BENCH (\S+) (\S+) target info$", result.stdout,
+                                                                re.MULTILINE)}
+    chance = (math.log(48) + math.log(4) + math.log(12) + math.log(16)) / 4  # the airline's kinds' slots
+    assert lines["copy_task_chance"] == pytest.approx(chance, abs=1e-3) and lines["copy_task_steps"] == 50
     assert 0 < lines["copy_task_final_loss"] < 10
