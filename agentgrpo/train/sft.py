@@ -35,7 +35,7 @@ from agentgrpo.agent.masking import SFTExample
 from agentgrpo.config import ConfigError, to_dict, to_yaml
 from agentgrpo.envs.delex import slot_token, slot_tokens
 from agentgrpo.envs.registry import EnvBundle, build_env, build_training_worlds, id_kinds
-from agentgrpo.policy.device import autocast, model_device
+from agentgrpo.policy.device import model_device
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import (
     build_policy,
@@ -58,7 +58,6 @@ from agentgrpo.train.copy_check import (
     copy_accuracy,
     copy_warmup_batch,
     copy_warmup_labels,
-    labelled_nll,
     slot_recall_batch,
     slot_recall_tokens,
 )
@@ -183,7 +182,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     examples, rejected, relabelled = _examples(config, chat, demos)
     probes, copy_skip = (([], "off (demonstrations given)") if demonstrations is not None
                          else copy_probes(config, bundle, chat, _probe_renumbering(config)))
-    copy_task = _CopyTask(config, demos, examples, chat, model_device(model)) if (
+    copy_task = _CopyTask(config, demos, examples, chat) if (
         config.trainer.copy_warmup_steps or config.trainer.copy_mix_weight) else None
     checkpoints = _Checkpoints(config, tokenizer, agent_config, copy_task, resumed)
     if resumed is None and config.trainer.copy_warmup_steps:
@@ -217,9 +216,8 @@ class _CopyTask:
     the demonstrations' tokens and the domain's slots; the warm-up's data and SFT's optional
     mixed-in copy loss."""
 
-    def __init__(self, config: SFTConfig, demos: list[Demonstration], examples: list[SFTExample], chat: ChatFormat,
-                 device: torch.device):
-        self.cfg, self.device = config.trainer, device
+    def __init__(self, config: SFTConfig, demos: list[Demonstration], examples: list[SFTExample], chat: ChatFormat):
+        self.cfg = config.trainer
         self.pool: list[int] = []
         self.slot_tokens: SlotRecallTokens | None = None
         if self.cfg.copy_warmup_task == "slot":
@@ -255,8 +253,16 @@ class _CopyTask:
             sequences = copy_warmup_batch(self.pool, cfg.copy_warmup_length, cfg.copy_warmup_batch_size,
                                           self.generator, self.bos, context=cfg.copy_warmup_context)
             labelled = copy_warmup_labels(sequences, cfg.copy_warmup_length)
-        with autocast(self.device, self.autocast_on):
-            return labelled_nll(model, sequences.to(self.device), labelled.to(self.device))
+        return copy_task_nll(model, sequences, labelled, self.autocast_on)
+
+
+def copy_task_nll(model: torch.nn.Module, sequences: torch.Tensor, labelled: torch.Tensor,
+                  autocast_on: Any = True) -> torch.Tensor:
+    """``labelled_nll`` through the policy's training forward, which projects only the scored
+    positions onto the vocabulary (8 of a copy row's ~170 tokens), as SFT's own loss does."""
+    forward = PolicyForward(model, autocast=autocast_on)
+    scores = forward.token_logprobs(sequences, torch.ones_like(sequences), labelled).logprobs
+    return -scores.sum() / labelled.sum().clamp(min=1).to(scores.device)
 
 
 def uses_slot_task(config: SFTConfig) -> bool:

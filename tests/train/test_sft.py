@@ -147,6 +147,29 @@ def test_slot_recall_warmup_asks_for_the_slots_the_demonstrations_copy_and_mixes
     assert records and all(0 < r["sft/copy_mix_loss"] < 20 for r in records)  # every SFT step takes the task too
 
 
+def test_the_copy_task_loss_through_the_training_forward_is_the_full_logits_nll():
+    """SFT scores its copy task through ``PolicyForward`` (only the labelled positions projected);
+    it must equal the reference ``labelled_nll`` over full logits, value and gradient."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from agentgrpo.train.copy_check import SlotRecallTokens, labelled_nll, slot_recall_batch
+    from agentgrpo.train.sft import copy_task_nll
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=4))
+    tokens = SlotRecallTokens(filler=list(range(10, 40)), slots=[[50, 51, 52], [60, 61]], queries=[[[3, 4]], [[5]]])
+    sequences, labelled = slot_recall_batch(tokens, 36, 4, 3, torch.Generator().manual_seed(0), 1)
+    ours = copy_task_nll(model, sequences, labelled, autocast_on=False)
+    ours.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    reference = labelled_nll(model, sequences, labelled)
+    reference.backward()
+    assert ours.item() == pytest.approx(reference.item(), rel=1e-5)
+    assert all(torch.allclose(g, p.grad, atol=1e-6) for g, p in zip(grads, model.parameters()))
+
+
 def test_copy_weight_weighs_the_copied_values_and_the_loss_is_their_weighted_mean(tiny_policy_dir):
     import torch
 
