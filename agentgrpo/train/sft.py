@@ -35,7 +35,7 @@ from agentgrpo.agent.masking import SFTExample
 from agentgrpo.config import ConfigError, to_dict, to_yaml
 from agentgrpo.envs.delex import slot_token, slot_tokens
 from agentgrpo.envs.registry import EnvBundle, build_env, build_training_worlds, id_kinds
-from agentgrpo.policy.device import model_device
+from agentgrpo.policy.device import AutocastOn, model_device
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import (
     build_policy,
@@ -165,7 +165,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     config.env.delexicalise = agent_config["delexicalise"]
     if config.data.permute_slots and not config.env.delexicalise:
         raise ConfigError("data.permute_slots=true renumbers delexicalised slots: it needs env.delexicalise=true")
-    if uses_slot_task(config) and not config.env.delexicalise:
+    if _uses_slot_task(config) and not config.env.delexicalise:
         raise ConfigError("trainer.copy_warmup_task=slot recalls delexicalised slots: it needs env.delexicalise=true")
     resumed = resume_checkpoint(run_dir, config, force=force) if resume else None
     if resumed is None:
@@ -257,7 +257,7 @@ class _CopyTask:
 
 
 def copy_task_nll(model: torch.nn.Module, sequences: torch.Tensor, labelled: torch.Tensor,
-                  autocast_on: Any = True) -> torch.Tensor:
+                  autocast_on: AutocastOn = True) -> torch.Tensor:
     """``labelled_nll`` through the policy's training forward, which projects only the scored
     positions onto the vocabulary (8 of a copy row's ~170 tokens), as SFT's own loss does."""
     forward = PolicyForward(model, autocast=autocast_on)
@@ -265,7 +265,7 @@ def copy_task_nll(model: torch.nn.Module, sequences: torch.Tensor, labelled: tor
     return -scores.sum() / labelled.sum().clamp(min=1).to(scores.device)
 
 
-def uses_slot_task(config: SFTConfig) -> bool:
+def _uses_slot_task(config: SFTConfig) -> bool:
     """Whether the run trains on the ``slot`` copy task (a warm-up or a mixed-in loss)."""
     cfg = config.trainer
     return cfg.copy_warmup_task == "slot" and bool(cfg.copy_warmup_steps or cfg.copy_mix_weight)
