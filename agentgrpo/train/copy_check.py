@@ -178,8 +178,8 @@ def slot_recall_batch(tokens: SlotRecallTokens, context: int, queries: int, batc
                       generator: torch.Generator, bos_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(sequences, labelled)``, each (B, T): rows of ``context`` random filler tokens among which
     slots of random kinds are mentioned (one in twelve tokens, kinds and slot numbers uniform), and
-    ``queries`` queries at random places after the first mention, each a query context of one kind mentioned before it
-    followed by that kind's *latest* mention, the one labelled token. This is the choice a
+    ``queries`` queries at random places after the first mention, each a query context of a kind
+    mentioned before it followed by that kind's *latest* mention, the one labelled token. This is the choice a
     delexicalised transcript asks at every id argument: of the ``<R1>``, ``<R2>``, ... in context,
     the one the conversation is about now, usually the last one said. Numbers are uniform, so
     the usual slot (the user is ``<U1>``) predicts nothing; only a head that finds the last slot of
