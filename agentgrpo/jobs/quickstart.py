@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 SLOT_RECALL = ["trainer.copy_warmup_task=slot", "trainer.copy_warmup_steps=300", "trainer.copy_mix_weight=0.5"]
 """The slot-recall warm-up and its mixed-in loss, for a built preset with delexicalised ids."""
-NO_COPY_TASK = ["trainer.copy_warmup_steps=0", "trainer.copy_mix_weight=0"]
 QUICKSTART_DEFAULTS: dict[str, list[str]] = {
     # Many worlds, ids as per-episode slots: a policy that reads its world rather than memorising
     # one (docs/results/heldout-worlds.md). 12 worlds x 1 demonstration per covered task, 3 epochs
@@ -75,8 +74,7 @@ SMOLLM2_OVERRIDES: dict[str, list[str]] = {
     # that gets every sum it states from the calculate tool (docs/results/write-levers.md §7-8).
     "sft": ["policy.init=smollm2-135m", "prompt_style=compact", "env.oracle_arithmetic=calculator",
             "trainer.epochs=2", "trainer.lr=5.0e-5", "trainer.batch_size=4", "trainer.micro_batch_size=1",
-            "data.copy_check_tasks=0", "policy.cpu_autocast=true",
-            *NO_COPY_TASK],  # a pretrained model copies already (its copy check: 0.997 as it ships)
+            "data.copy_check_tasks=0", "policy.cpu_autocast=true"],
     # a 135M model's step at the tiny preset's sizes, one row per micro-batch, a lower learning rate for
     # a pretrained model; the old log-probs recomputed (in place of the sampler's, as measured)
     "grpo": ["trainer.micro_batch_size=1", "rollout.max_batch=16", "trainer.lr=2.0e-5",
@@ -85,7 +83,8 @@ SMOLLM2_OVERRIDES: dict[str, list[str]] = {
 }
 PRESETS: dict[str, dict[str, list[str]]] = {
     "tiny": QUICKSTART_DEFAULTS,
-    "smollm2": {stage: [*(o for o in QUICKSTART_DEFAULTS[stage] if o != SAMPLER_OLD_LOGPROBS),
+    # a pretrained model copies already (its copy check: 0.997 as it ships): no slot-recall task
+    "smollm2": {stage: [*(o for o in QUICKSTART_DEFAULTS[stage] if o != SAMPLER_OLD_LOGPROBS and o not in SLOT_RECALL),
                         *SMOLLM2_OVERRIDES[stage]] for stage in QUICKSTART_DEFAULTS},
 }
 """The quickstart's presets: each stage's overrides, before the user's."""

@@ -185,6 +185,7 @@ def slot_recall_batch(tokens: SlotRecallTokens, context: int, queries: int, batc
     the usual slot (the user is ``<U1>``) predicts nothing; only a head that finds the last slot of
     the asked kind and copies it does. Rows are right-padded with filler (unlabelled)."""
     askable = [k for k, (slots, contexts) in enumerate(zip(tokens.slots, tokens.queries)) if slots and contexts]
+    mentionable = [k for k, slots in enumerate(tokens.slots) if slots]
     mentions = max(1, context // 12)
 
     def draw(n: int) -> int:
@@ -214,7 +215,7 @@ def slot_recall_batch(tokens: SlotRecallTokens, context: int, queries: int, batc
                 break
             if t in mention_at:
                 # the first mention is of a kind some query asks for, so every row has an answer
-                kinds = askable if t == first_mention else [k for k, slots in enumerate(tokens.slots) if slots]
+                kinds = askable if t == first_mention else mentionable
                 kind = kinds[draw(len(kinds))]
                 latest[kind] = tokens.slots[kind][draw(len(tokens.slots[kind]))]
                 row.append(latest[kind])
