@@ -111,6 +111,12 @@ class EnvConfig:
     than it adds them: docs/results/write-levers.md), or ``quoted``, the calculator and each
     operand looked up in a table (a chosen flight's fare) also stated where it was looked up, so
     the sum copies it from one sentence. A domain without arithmetic ignores it."""
+    oracle_goal: bool = False
+    """The oracle's reasons for its first reads (the profile, the reservation) open with the user's
+    request in one fixed phrase per request ("The user wants to cancel a reservation ..."), so a
+    policy that imitates it restates the request beside the decisions that depend on it, rather than
+    reading the user's own words back across a tool's output. Its actions and rewards are unchanged.
+    A domain whose oracle has no such phrases ignores it."""
     world: WorldConfig = field(default_factory=WorldConfig)
     splits: SplitConfig = field(default_factory=SplitConfig)
     user: UserConfig = field(default_factory=UserConfig)

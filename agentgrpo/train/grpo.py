@@ -141,11 +141,13 @@ class GRPOTrainer:
         ``trainer.demo_splits`` (by default the splits SFT demonstrated; or their write tasks), in
         the policy's view, no longer than an episode may grow."""
         cfg, t = self.config, self.config.trainer
-        taught = self.agent_config.get("oracle_arithmetic")  # None: a checkpoint from before it was recorded
-        if taught is not None and taught != cfg.env.oracle_arithmetic:
-            raise ConfigError(f"env.oracle_arithmetic={cfg.env.oracle_arithmetic} is invalid with trainer.demo_coef "
-                              f"> 0: the policy {cfg.policy.init} learnt from the {taught} oracle's demonstrations; "
-                              f"set env.oracle_arithmetic={taught} so the demonstration term replays what SFT taught")
+        for key in ("oracle_arithmetic", "oracle_goal"):
+            taught, given = self.agent_config.get(key), getattr(cfg.env, key)  # None: recorded by no SFT of then
+            if taught is not None and taught != given:
+                raise ConfigError(f"env.{key}={given} is invalid with trainer.demo_coef > 0: the policy "
+                                  f"{cfg.policy.init} learnt from the demonstrations of the oracle with "
+                                  f"env.{key}={taught}; set env.{key}={taught} so the demonstration term "
+                                  f"replays what SFT taught")
         splits = t.demo_splits or self.agent_config.get("demonstrated_splits", DEFAULT_DEMONSTRATED_SPLITS)
         return DemoReplay.collect(self.groups.worlds, cfg.env, splits, self.groups.chat,
                                   only_write=demo_write_tools(t.demo_tasks, self.groups.write_tools),

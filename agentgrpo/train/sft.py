@@ -161,7 +161,8 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     # which oracle's demonstrations of which splits taught it (GRPO's demonstration term replays the same)
     agent_config = {"prompt_style": resolve_prompt_style(config),
                     "delexicalise": resolve_delexicalise(config.env.delexicalise, config.policy.init),
-                    "oracle_arithmetic": config.env.oracle_arithmetic, "demonstrated_splits": list(config.data.splits)}
+                    "oracle_arithmetic": config.env.oracle_arithmetic, "oracle_goal": config.env.oracle_goal,
+                    "demonstrated_splits": list(config.data.splits)}
     config.env.delexicalise = agent_config["delexicalise"]
     if config.data.permute_slots and not config.env.delexicalise:
         raise ConfigError("data.permute_slots=true renumbers delexicalised slots: it needs env.delexicalise=true")

@@ -295,3 +295,31 @@ def test_a_booking_total_copies_only_quoted_fares(quoted):
                 if call["function"]["name"] == "book_reservation":
                     assert len(quoted_fares) == len(arguments["flights"])  # one quote per leg
     assert totals >= 20
+
+
+# ---- the goal-stating oracle (env.oracle_goal=true) --------------------------------------------
+def test_goal_oracle_names_the_request_in_its_first_reads_and_acts_the_same():
+    domain = generate_domain(0, n_tasks=69)  # 3 tasks of each of the 23 families
+    phrases: dict[str, set[str]] = defaultdict(set)
+    for task in domain.tasks:
+        plain = run_episode(AirlineEnv(domain, task, ScriptedUser(task, seed=0)), oracle_agent(domain, task))
+        goal = run_episode(AirlineEnv(domain, task, ScriptedUser(task, seed=0)),
+                           oracle_agent(domain, task, state_goal=True))
+        # the same calls, messages and reward: only the reasons' words differ
+        assert goal.reward == plain.reward == 1.0, task.task_id
+        assert goal.actions == plain.actions and len(goal.messages) == len(plain.messages), task.task_id
+        said = [m["content"] for m in goal.messages if m["role"] == "assistant" and m.get("tool_calls")
+                and m["tool_calls"][0]["function"]["name"] in ("get_user_details", "get_reservation_details")]
+        # the profile's read, and the read of the reservation the user names (not a walk through all)
+        said = [text for text in said if "user id" in text or "before anything else" in text]
+        wants = [re.match(r"The user wants (.+?)(?: and gave their user id,|\. I check reservation)", text)
+                 for text in said]
+        assert said and all(wants), (task.task_id, said)
+        phrases[task.family] |= {match.group(1) for match in wants}
+        assert not any("The user wants" in (m.get("content") or "") for m in plain.messages)
+    assert set(phrases) == set(FAMILY_NAMES)
+    # one phrase per family however the user asked; the out-of-scope transfers, one per request
+    assert all(len(p) == 1 for family, p in phrases.items() if family != "transfer_out_of_scope"), phrases
+    assert len(phrases["transfer_out_of_scope"]) > 1
+    assert phrases["cancel_refused"] == phrases["cancel_business"] == {"to cancel a reservation"}
+    assert phrases["info_reservation_total"] != phrases["info_gift_card_balance"]

@@ -171,3 +171,9 @@ def test_the_demonstrations_must_be_the_oracle_sft_learnt_from(tiny_policy_dir, 
                                            "env.oracle_arithmetic=calculator"))
     assert trainer.demo_replay.examples
     GRPOTrainer(fast_grpo_config(policy, tmp_path / "c"))  # no demonstration term: nothing to match
+    (policy / "agentgrpo.json").write_text(json.dumps({**agent, "oracle_goal": True}))
+    with pytest.raises(ConfigError, match="env.oracle_goal=True so the demonstration term"):
+        GRPOTrainer(fast_grpo_config(policy, tmp_path / "d", "trainer.demo_coef=0.1"))
+    trainer = GRPOTrainer(fast_grpo_config(policy, tmp_path / "e", "trainer.demo_coef=0.1", "env.oracle_goal=true"))
+    decode = trainer.groups.chat.tokenizer.decode
+    assert any("The user wants" in decode(example.input_ids) for example in trainer.demo_replay.examples)

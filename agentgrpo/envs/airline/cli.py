@@ -91,6 +91,8 @@ def register(subparsers: Any) -> None:
     oracle.add_argument("--quoted", action="store_true",
                         help="as --calculator, and each chosen flight's fare stated where it was looked up "
                              "(env.oracle_arithmetic=quoted)")
+    oracle.add_argument("--goal", action="store_true",
+                        help="the oracle's first reads name the user's request (env.oracle_goal=true)")
     oracle.add_argument("--out", default=None, help="write every transcript to this JSONL")
     oracle.set_defaults(func=cmd_oracle)
 
@@ -266,7 +268,7 @@ def cmd_oracle(args: argparse.Namespace) -> int:
             env = AirlineEnv(domain, task, ScriptedUser(task, seed=args.user_seed),
                              max_steps=args.max_steps)
             result = run_episode(env, oracle_agent(domain, task, calculator=args.calculator or args.quoted,
-                                                            quote_fares=args.quoted))
+                                                            quote_fares=args.quoted, state_goal=args.goal))
             rewards[task.family].append(result.reward)
             if out:
                 out.write(json.dumps(result.to_dict()) + "\n")

@@ -84,7 +84,7 @@ class AirlineDomainSpec:
 
     def oracle(self, bundle: EnvBundle, task: Task, config: EnvConfig) -> OracleAgent:
         return oracle_agent(bundle.domain, task, calculator=config.oracle_arithmetic in ("calculator", "quoted"),
-                            quote_fares=config.oracle_arithmetic == "quoted")
+                            quote_fares=config.oracle_arithmetic == "quoted", state_goal=config.oracle_goal)
 
     def build_heldout(self, config: EnvConfig, split_names: Sequence[str], tasks_per_split: int, seed: int = 0,
                       training: EnvBundle | None = None) -> list[EnvBundle]:

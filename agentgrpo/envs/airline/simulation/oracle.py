@@ -8,7 +8,10 @@ reports results, refuses what the policy forbids and transfers what is out of sc
 Every price or sum it states it either works out silently, as a human agent would (the
 default), or, with ``calculator=True``, gets from one ``calculate`` call whose expression
 holds only numbers already in the conversation, so a small policy learns to copy the
-operands rather than to do the arithmetic (``OracleAgent.reckon``).
+operands rather than to do the arithmetic (``OracleAgent.reckon``). With ``state_goal=True`` the
+reasons of its first reads (the profile, the reservation) name what the user asked for in one fixed
+phrase per request (``goal_phrase``), so the decisions that follow them read the request from the
+agent's own words, a few tokens back, not from the user's opening line beyond a profile.
 It knows the user's answers from the task's scenario, but only uses each one after
 the user has said it, so its transcripts are clean teacher data for SFT.
 
@@ -25,11 +28,37 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgrpo.envs.airline.simulation.dialogue import is_yes
-from agentgrpo.envs.airline.simulation.scenario import Scenario
+from agentgrpo.envs.airline.simulation.scenario import OUT_OF_SCOPE, Scenario
 from agentgrpo.envs.types import Action, Task, is_error_observation
 
 CLOSING = "Is there anything else I can help you with?"
 AUTH_QUESTION = "I can look into that. Could you please give me your user id?"
+_GOALS = {
+    "cancel": "to cancel a reservation",
+    "compensation": "compensation for a disrupted flight",
+    "change_flight": "to change the flights of a reservation",
+    "change_cabin": "to change the cabin of a reservation",
+    "add_bags": "to add checked bags to a reservation",
+    "update_passengers": "to correct a passenger of a reservation",
+    "add_insurance": "to add travel insurance to a reservation",
+    "add_passenger": "to add a passenger to a reservation",
+    "book": "to book a new trip",
+}
+_QUESTIONS = {
+    "gift_card_balance": "to know their gift card balance",
+    "reservation_total": "to know what they paid for a reservation",
+    "upcoming_count": "to know how many of their reservations have not started",
+}
+
+
+def goal_phrase(scenario: Scenario) -> str:
+    """What the user asked for, as the oracle names it with ``state_goal`` (``"to cancel a
+    reservation"``): one phrase per request, whatever words the user chose."""
+    if scenario.intent == "info":
+        return _QUESTIONS[scenario.question or "upcoming_count"]
+    if scenario.intent == "transfer":
+        return "to " + OUT_OF_SCOPE[scenario.request or "lost_item"].replace("your", "their")
+    return _GOALS[scenario.intent]
 
 
 @dataclass(frozen=True)
@@ -60,9 +89,9 @@ class OracleAgent:
     """
 
     def __init__(self, domain: Any, task: Task, plans: Mapping[str, Plan], calculator: bool = False,
-                 quote_fares: bool = False) -> None:
+                 quote_fares: bool = False, state_goal: bool = False) -> None:
         self.domain = domain
-        self.calculator, self.quote_fares = calculator, quote_fares
+        self.calculator, self.quote_fares, self.state_goal = calculator, quote_fares, state_goal
         self._quote = ""  # what the next message or tool-call reason opens with (``quote``)
         self.task = task
         self.scenario = Scenario.of(task.scenario)
@@ -130,12 +159,18 @@ class OracleAgent:
             raise ValueError(f"calculate({expression!r}) gave {observation}, the rule {value}")
         return value
 
+    def _with_goal(self, reason: str) -> str:
+        """``reason``, opened with the user's request under ``state_goal``."""
+        return f"The user wants {goal_phrase(self.scenario)}. {reason}" if self.state_goal else reason
+
     def authenticate(self) -> Script:
         """Ask for the user id, then read the profile."""
         yield from self.say(AUTH_QUESTION)
         uid = self.scenario.user_id
-        profile = yield from self.read("get_user_details", {"user_id": uid},
-                                       "The user gave their user id, so I look up the profile.")
+        reason = "The user gave their user id, so I look up the profile."
+        if self.state_goal:
+            reason = f"The user wants {goal_phrase(self.scenario)} and gave their user id, so I look up the profile."
+        profile = yield from self.read("get_user_details", {"user_id": uid}, reason)
         return profile
 
     def reservation(self, question: str) -> Script:
@@ -143,7 +178,7 @@ class OracleAgent:
         yield from self.say(question)
         rid = self.scenario.reservation_id
         found = yield from self.read("get_reservation_details", {"reservation_id": rid},
-                                     f"I check reservation {rid} before anything else.")
+                                     self._with_goal(f"I check reservation {rid} before anything else."))
         return found
 
     def confirm(self, details: str) -> Script:

@@ -38,8 +38,11 @@ PLANS: dict[str, Plan] = {
 }
 
 
-def oracle_agent(domain: Any, task: Task, calculator: bool = False, quote_fares: bool = False) -> OracleAgent:
+def oracle_agent(domain: Any, task: Task, calculator: bool = False, quote_fares: bool = False,
+                 state_goal: bool = False) -> OracleAgent:
     """The oracle for a generated ``task``, following the plan of its scenario's intent;
     ``calculator``: it gets every sum it states from the ``calculate`` tool; ``quote_fares``: it
-    states a chosen flight's fare where it looked it up (``quote_fare``)."""
-    return OracleAgent(domain, task, PLANS, calculator=calculator, quote_fares=quote_fares)
+    states a chosen flight's fare where it looked it up (``quote_fare``); ``state_goal``: its first
+    reads' reasons name the user's request (``goal_phrase``)."""
+    return OracleAgent(domain, task, PLANS, calculator=calculator, quote_fares=quote_fares,
+                       state_goal=state_goal)
