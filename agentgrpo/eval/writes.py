@@ -16,7 +16,11 @@ episodes are left out. The report (``writes.json``, ``writes.md``) has:
 4. where the domain can say why its user declines a confirmation request (its optional
    ``confirmation_faults(task, text)``: the airline's scripted user), the confirmation requests
    of the failed write episodes and their faults (``missing <type>``, ``other <type>``, ``no
-   keyword``, ``missing name``), per family: a wrong total shows as ``other amount``.
+   keyword``, ``missing name``), per family: a wrong total shows as ``other amount``;
+5. whether the request was read: the agent's first message to the user after its first tool
+   result (in the airline, the question after the profile), per family the most common one and
+   its share, and in how many families one message leads. One question that leads in every
+   family (the one of the commonest request) says the policy acts before it reads the request.
 
 The classes after ``wrong_tool`` replay the episode's tool calls on a fresh database of its
 world. A delexicalised transcript's calls hold slots, not ids: with a scripted user the episode
@@ -234,7 +238,8 @@ def analyse_writes(records: Sequence[EpisodeRecord], tasks: Mapping[str, EvalTas
             "failed_writes": _failed_writes(episodes),
             "unneeded_writes": _unneeded_writes(episodes),
             "confirmations": None if confirmation_faults is None else _confirmations(
-                [r for r, e in zip(finished, episodes) if e.outcome is not None], tasks, confirmation_faults)}
+                [r for r, e in zip(finished, episodes) if e.outcome is not None], tasks, confirmation_faults),
+            "first_replies": first_replies(finished)}
 
 
 def _per_tool(episodes: list[EpisodeWrites], gold: Counter[str], write_tools: Collection[str]) -> dict[str, Any]:
@@ -311,6 +316,37 @@ def _confirmations(failed: list[EpisodeRecord], tasks: Mapping[str, EvalTask],
             "by_family": {family: dict(counts.most_common()) for family, counts in sorted(by_family.items())}}
 
 
+FIRST_REPLY_CHARS = 120
+"""How much of a first reply ``first_replies`` compares (a message's opening says what it asks)."""
+
+
+def first_reply(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The agent's first message to the user (no tool call) after the episode's first tool result,
+    whitespace collapsed and cut to ``FIRST_REPLY_CHARS``; None where there is none."""
+    seen_tool = False
+    for message in messages:
+        if message.get("role") == "tool":
+            seen_tool = True
+        elif seen_tool and message.get("role") == "assistant" and not message.get("tool_calls"):
+            return " ".join(str(message.get("content") or "").split())[:FIRST_REPLY_CHARS]
+    return None
+
+
+def first_replies(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    """Per family: episodes, the most common ``first_reply`` and how many episodes made it; and the
+    message that leads in the most families, with those families (``leading``)."""
+    by_family: dict[str, Counter[str]] = {}
+    for record in records:
+        reply = first_reply(record.messages)
+        by_family.setdefault(record.family, Counter())[reply if reply is not None else ""] += 1
+    families = {family: {"episodes": sum(replies.values()), "reply": replies.most_common(1)[0][0],
+                         "count": replies.most_common(1)[0][1]} for family, replies in sorted(by_family.items())}
+    leads = Counter(row["reply"] for row in families.values() if row["reply"])
+    top = leads.most_common(1)[0][0] if leads else None
+    return {"families": families,
+            "leading": {"reply": top, "families": sorted(f for f, row in families.items() if row["reply"] == top)}}
+
+
 # ---- the evaluation directory ---------------------------------------------------------------
 def load_eval_dir(out_dir: str | Path) -> tuple[Any, list[EpisodeRecord], dict[str, EvalTask]]:
     """The saved config, the episode records and the evaluated tasks by id of an evaluation
@@ -365,7 +401,23 @@ def writes_markdown(report: Mapping[str, Any]) -> str:
               f"{_number(failed['median_turn_first_rejected'])}.", ""]
     lines += _unneeded_table(report["unneeded_writes"])
     lines += _confirmation_lines(report.get("confirmations"))
+    lines += _first_reply_lines(report.get("first_replies"))
     return "\n".join(lines) + "\n"
+
+
+def _first_reply_lines(replies: Mapping[str, Any] | None) -> list[str]:
+    if not replies or not replies["families"]:
+        return []
+    leading, families = replies["leading"], replies["families"]
+    lines = ["", "## The first reply after a tool result", "",
+             "The agent's first message to the user after its first tool result (in the airline, what "
+             "it asks after reading the profile): per family the most common one. "
+             + (f"One leads in {len(leading['families'])} of {len(families)} families: "
+                f"\"{_cell(leading['reply'])}\"." if leading["reply"] else "None was made."), "",
+             "| family | episodes | most common first reply | of them |", "|---|---|---|---|"]
+    for family, row in families.items():
+        lines.append(f"| {family} | {row['episodes']} | {_cell(row['reply']) or '(none)'} | {row['count']} |")
+    return lines
 
 
 def _confirmation_lines(confirmations: Mapping[str, Any] | None) -> list[str]:

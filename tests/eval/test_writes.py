@@ -15,7 +15,16 @@ from agentgrpo.envs.registry import write_tools
 from agentgrpo.eval.evaluator import EvalConfig, evaluate
 from agentgrpo.eval.runner import LOG_FILE, read_records
 from agentgrpo.eval.tasks import eval_tasks
-from agentgrpo.eval.writes import OUTCOMES, analyse_eval_dir, analyse_writes, error_kind, load_eval_dir
+from agentgrpo.eval.types import EpisodeRecord
+from agentgrpo.eval.writes import (
+    OUTCOMES,
+    analyse_eval_dir,
+    analyse_writes,
+    error_kind,
+    first_replies,
+    first_reply,
+    load_eval_dir,
+)
 
 ENV = EnvConfig(n_tasks=30, splits=SplitConfig(covered_seen=6, uncovered_seen=8, unseen=4))
 
@@ -187,3 +196,30 @@ def test_confirmation_faults_of_the_airline_name_each_broken_rule(oracle_dir):
 def _task(out, task_id):
     return next(t.task for t in eval_tasks(EvalConfig(policy="oracle", env=ENV, out_dir=str(out)))
                 if t.task.task_id == task_id)
+
+
+def test_first_replies_say_whether_the_request_was_read(oracle_dir):
+    messages = [{"role": "user", "content": "I want to add bags."},
+                {"role": "assistant", "content": "Your user id?"},  # before any tool result: not it
+                {"role": "user", "content": "<U1>"},
+                {"role": "assistant", "content": "I look up the profile.", "tool_calls": [{"id": "c"}]},
+                {"role": "tool", "content": "{}"},
+                {"role": "assistant", "content": "Which  reservation\nneeds bags?"},
+                {"role": "assistant", "content": "later"}]
+    assert first_reply(messages) == "Which reservation needs bags?"
+    assert first_reply(messages[:5]) is None
+    # the oracle reads the request: its question after the profile differs by request
+    replies = analyse_eval_dir(oracle_dir)["first_replies"]
+    families = replies["families"]
+    assert families["cancel_refused"]["reply"].startswith("Which reservation would you like to cancel")
+    assert len({row["reply"] for row in families.values()}) >= len(families) // 2
+    assert 0 < len(replies["leading"]["families"]) < len(families)
+    assert "## The first reply after a tool result" in (oracle_dir / "writes.md").read_text()
+    # a policy that asks the same whatever was asked leads in every family
+    records = [EpisodeRecord(task_id=f"t{i}", split="s", family=family, trial=0, reward=0.0, has_error=False,
+                             turn_tokens=[], termination="done", messages=messages)
+               for i, family in enumerate(["add_bags", "cancel_refused", "info_upcoming_count"])]
+    same = first_replies(records)
+    assert same["leading"] == {"reply": "Which reservation needs bags?",
+                               "families": ["add_bags", "cancel_refused", "info_upcoming_count"]}
+    assert same["families"]["add_bags"] == {"episodes": 1, "reply": "Which reservation needs bags?", "count": 1}
