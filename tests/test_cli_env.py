@@ -42,6 +42,12 @@ def test_env_oracle_writes_transcripts(capsys, tmp_path):
     records = [json.loads(line) for line in out_file.read_text().splitlines()]
     assert len(records) == 20 and all(r["reward"] == 1.0 for r in records)
     assert records[0]["messages"][0]["role"] == "system"
+    assert not any("The user wants" in (m.get("content") or "") for r in records for m in r["messages"])
+    assert main(["env", "oracle", "--n", "20", "--goal", "--out", str(out_file)]) == 0
+    assert next(line for line in capsys.readouterr().out.splitlines() if line.startswith("overall")).split()[1:] \
+        == ["20", "1.000"]
+    records = [json.loads(line) for line in out_file.read_text().splitlines()]
+    assert all(any("The user wants" in (m.get("content") or "") for m in r["messages"]) for r in records)
 
 
 def test_env_play_driven_by_stdin(capsys, monkeypatch):
