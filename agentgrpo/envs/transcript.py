@@ -98,3 +98,16 @@ def build_transcript(opening: Iterable[Mapping[str, Any]], steps: Iterable[Step]
     for step in steps:
         builder.add(step)
     return builder.messages
+
+
+def first_reply_index(messages: Iterable[Mapping[str, Any]]) -> int | None:
+    """Index of the agent's first message to the user (an assistant message without a tool call)
+    after the transcript's first tool result: where it shows what it made of the request, having
+    read something (in the airline, the question after the profile). None where there is none."""
+    seen_tool = False
+    for index, message in enumerate(messages):
+        if message.get("role") == "tool":
+            seen_tool = True
+        elif seen_tool and message.get("role") == "assistant" and not message.get("tool_calls"):
+            return index
+    return None

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentgrpo.config import DataError
+from agentgrpo.envs.transcript import first_reply_index
 from agentgrpo.envs.types import CUT_OFF, ERROR_PREFIX, Action, Step
 from agentgrpo.rewards.messages import parse_messages
 
@@ -323,13 +324,8 @@ FIRST_REPLY_CHARS = 120
 def first_reply(messages: Sequence[Mapping[str, Any]]) -> str | None:
     """The agent's first message to the user (no tool call) after the episode's first tool result,
     whitespace collapsed and cut to ``FIRST_REPLY_CHARS``; None where there is none."""
-    seen_tool = False
-    for message in messages:
-        if message.get("role") == "tool":
-            seen_tool = True
-        elif seen_tool and message.get("role") == "assistant" and not message.get("tool_calls"):
-            return " ".join(str(message.get("content") or "").split())[:FIRST_REPLY_CHARS]
-    return None
+    index = first_reply_index(messages)
+    return None if index is None else " ".join(str(messages[index].get("content") or "").split())[:FIRST_REPLY_CHARS]
 
 
 def first_replies(records: Sequence[EpisodeRecord]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.delex import IdKind, delexicalise_messages, renumber_slots
 from agentgrpo.envs.episode import run_episode
 from agentgrpo.envs.registry import VALIDATION_SPLIT, EnvBundle, build_heldout, domain_oracle, id_kinds, make_env
+from agentgrpo.envs.transcript import first_reply_index
 from agentgrpo.openai_client import llm_user_client
 from agentgrpo.train.copy_check import CopyProbe, copied_values, find_copy_spans
 from agentgrpo.train.id_relabel import relabel_ids
@@ -56,6 +57,19 @@ def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConf
                     messages = delexicalise_messages(result.messages, kinds) if kinds else result.messages
                     demos.append(Demonstration(task.task_id, user_seed, result.reward, messages))
     return demos
+
+
+def opening_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConfig, splits: list[str],
+                           seed: int) -> list[Demonstration]:
+    """``data.opening_splits``: one oracle demonstration of every task of ``splits``, cut after its
+    first message to the user after its first tool result (``first_reply_index``); a transcript
+    without one is left out."""
+    openings = []
+    for demo in collect_demonstrations(bundles, config, splits, 1, seed):
+        end = first_reply_index(demo.messages)
+        if end is not None:
+            openings.append(replace(demo, messages=demo.messages[: end + 1]))
+    return openings
 
 
 def transcript_text(messages: list[dict[str, Any]]) -> str:

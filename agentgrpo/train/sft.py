@@ -66,6 +66,7 @@ from agentgrpo.train.demonstrations import (
     augmented_examples,
     collect_demonstrations,
     copy_probes,
+    opening_demonstrations,
     training_examples,
     transcript_text,
 )
@@ -180,7 +181,9 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     model, tokenizer = prepare_policy(config, worlds, demos, agent_config, resumed)
     chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy,
                       prompt_style=agent_config["prompt_style"])
-    examples, rejected, relabelled = _examples(config, chat, demos)
+    openings = opening_demonstrations(worlds, config.env, config.data.opening_splits, config.seed) \
+        if config.data.opening_splits and demonstrations is None else []
+    examples, rejected, relabelled = _examples(config, chat, demos + openings)
     probes, copy_skip = (([], "off (demonstrations given)") if demonstrations is not None
                          else copy_probes(config, bundle, chat, _probe_renumbering(config)))
     copy_task = _CopyTask(config, demos, examples, chat) if (
@@ -200,6 +203,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
         trainable_parameters=trainable,
         parameters=total,
         demonstrations=len(demos),
+        openings=len(openings),
         worlds=len(worlds),
         tasks=sum(len(world.tasks(config.data.splits)) for world in worlds),
         rejected_samples=rejected,

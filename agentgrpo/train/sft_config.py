@@ -41,8 +41,19 @@ class SFTDataConfig:
     demonstration (``agentgrpo.envs.delex.renumber_slots``), so no slot is likelier than another
     (in order of first appearance the first reservation is always ``<R1>``) and the policy must
     copy the one its context names."""
+    opening_splits: list[str] = field(default_factory=list)
+    """Also teach the opening of every task of these splits (of every training world): the oracle's
+    conversation up to and including its first message to the user after its first tool result
+    (``agentgrpo.envs.transcript.first_reply_index``; in the airline, reading the profile and asking
+    what the request needs), one per task, beside the whole demonstrations of ``splits``. How a
+    request is read is a few tokens of each demonstration; openings add examples of exactly that,
+    for families whose rest is not demonstrated too, and teach nothing after it (no write, no
+    refusal). Empty: none."""
 
     def __post_init__(self) -> None:
+        unknown_openings = [s for s in self.opening_splits if s not in SPLIT_NAMES]
+        require(not unknown_openings, "data.opening_splits", self.opening_splits,
+                f"must be a list of {list(SPLIT_NAMES)}")
         unknown = [s for s in self.splits if s not in SPLIT_NAMES]
         require(bool(self.splits) and not unknown, "data.splits", self.splits,
                 f"must be a non-empty list of {list(SPLIT_NAMES)}")

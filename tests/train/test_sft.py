@@ -65,6 +65,7 @@ def test_sft_lowers_the_loss_and_saves_a_self_describing_checkpoint(tmp_path):
     assert 0 <= check["sft/copy_id_acc"] <= check["sft/copy_token_acc"] <= 1
     assert 0 < stats["label_tokens"] < stats["tokens"]
     assert read_agent_config(final) == {"prompt_style": "compact", "delexicalise": False, "oracle_arithmetic": "stated",
+                                        "oracle_goal": False,
                                         "demonstrated_splits": ["covered_seen"]}
     model, tokenizer = load_policy(final)
     assert tokenizer.chat_template and model.config.vocab_size == len(tokenizer)
@@ -248,3 +249,35 @@ def test_delexicalised_sft_records_its_view_and_evaluation_plays_it(tmp_path, mo
                                            "progress=false", "rollout.max_turns=4"], defaults="eval.yaml")
     evaluate(eval_config)
     assert len(made) == 4 and all(isinstance(env, DelexEnv) for env in made)
+
+
+def test_openings_are_the_demonstrations_up_to_their_first_reply_and_join_sft(tmp_path):
+    """``data.opening_splits``: every task of those splits adds its oracle opening (through the first
+    message to the user after the first tool result), a prefix of its whole demonstration."""
+    from agentgrpo.envs.transcript import first_reply_index
+    from agentgrpo.train.demonstrations import opening_demonstrations
+
+    env = small_env_config(oracle_goal=True)
+    bundle = build_env(env)
+    openings = opening_demonstrations(bundle, env, ["uncovered_seen"], seed=0)
+    whole = {d.task_id: d for d in collect_demonstrations(bundle, env, ["uncovered_seen"], per_task=1, seed=0)}
+    assert len(openings) == len(bundle.splits["uncovered_seen"]) == len(whole)
+    for opening in openings:
+        messages = opening.messages
+        assert messages == whole[opening.task_id].messages[: len(messages)] and len(messages) < len(
+            whole[opening.task_id].messages)
+        assert first_reply_index(messages) == len(messages) - 1  # it ends on that reply
+        assert messages[-1]["role"] == "assistant" and not messages[-1].get("tool_calls")
+        assert sum(m["role"] == "tool" for m in messages) >= 1
+        assert "The user wants" in str(messages)  # the goal-stating oracle names the request on the way
+    with pytest.raises(ConfigError, match="data.opening_splits"):
+        load_config(SFTConfig, ["data.opening_splits=[train]"], defaults="sft.yaml")
+    config = load_config(SFTConfig, [
+        *SMALL_ENV_OVERRIDES, "env.oracle_goal=true", f"run_dir={tmp_path}", "data.demos_per_task=1",
+        "data.opening_splits=[uncovered_seen]", "trainer.epochs=1", "trainer.batch_size=4", "progress=false",
+    ], defaults="sft.yaml")
+    train_sft(config)
+    stats = json.loads((tmp_path / "sft_stats.json").read_text())
+    assert stats["openings"] == len(openings) and stats["demonstrations"] == len(bundle.splits["covered_seen"])
+    assert len(read_metrics(tmp_path / "metrics.jsonl")) == -(-(stats["openings"] + stats["demonstrations"]) // 4)
+    assert json.loads((tmp_path / "final" / "agentgrpo.json").read_text())["oracle_goal"] is True
