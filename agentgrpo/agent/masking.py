@@ -72,7 +72,7 @@ def build_sft_example(chat_format: ChatFormat, messages: Sequence[Message],
     for i, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        span = _assistant_span(chat_format, messages, i, input_ids)
+        span = assistant_span(chat_format, messages, i, input_ids)
         if span is None:
             return None
         start, end = span
@@ -84,7 +84,7 @@ def build_sft_example(chat_format: ChatFormat, messages: Sequence[Message],
     return SFTExample(input_ids=input_ids, labels=labels)
 
 
-def _assistant_span(chat_format: ChatFormat, messages: list[Message], index: int,
+def assistant_span(chat_format: ChatFormat, messages: list[Message], index: int,
                     full_ids: list[int]) -> tuple[int, int] | None:
     """``[start, end)`` of assistant message ``index`` in ``full_ids``, glue after it excluded."""
     before = chat_format.encode(chat_format.render(messages[:index], True))

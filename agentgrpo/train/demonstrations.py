@@ -15,7 +15,7 @@ from typing import Any
 
 from agentgrpo.agent.chat import ChatFormat, policy_view
 from agentgrpo.agent.format import openai_assistant_text
-from agentgrpo.agent.masking import SFTExample, build_sft_example
+from agentgrpo.agent.masking import SFTExample, assistant_span, build_sft_example
 from agentgrpo.chat_content import content_text
 from agentgrpo.config import ConfigError
 from agentgrpo.envs.config import EnvConfig
@@ -118,31 +118,37 @@ def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat,
 
 
 def training_examples(chat: ChatFormat, transcripts: Sequence[list[dict[str, Any]]], max_length: int,
-                      copy_weight: float = 1.0) -> tuple[list[SFTExample], int]:
+                      copy_weight: float = 1.0, first_reply_weight: float = 1.0) -> tuple[list[SFTExample], int]:
     """SFT examples of recorded transcripts as the policy sees them: ``(examples, rejected)``.
 
     ``copy_weight`` (``trainer.copy_weight``) is the loss weight of the tokens of every value an
     assistant call copies from its context (``copied_values``: ids, slots, dates), 1 for the rest:
     they are a small share of the labelled tokens, and the ones a policy in a new world must
-    get from its context rather than from what it learnt."""
+    get from its context rather than from what it learnt. ``first_reply_weight``
+    (``trainer.first_reply_weight``) weighs the tokens of the first reply after a tool result."""
     examples, rejected = [], 0
     for messages in transcripts:
-        example = build_sft_example(chat, policy_view(chat, messages), max_length=max_length)
+        view = policy_view(chat, messages)
+        example = build_sft_example(chat, view, max_length=max_length)
         if example is None:
             rejected += 1
             continue
-        if copy_weight != 1.0:
+        if copy_weight != 1.0 or first_reply_weight != 1.0:
             weights = [1.0] * len(example.labels)
-            for start, end in copy_spans(chat, example, messages):
+            for start, end in copy_spans(chat, example, messages) if copy_weight != 1.0 else ():
                 weights[start:end] = [copy_weight] * (end - start)
-            example = replace(example, weights=weights)
+            reply = first_reply_index(view) if first_reply_weight != 1.0 else None
+            span = None if reply is None else assistant_span(chat, view, reply, example.input_ids)
+            if span is not None:
+                weights[span[0]:span[1]] = [first_reply_weight] * (span[1] - span[0])
+            example = replace(example, weights=weights[: len(example.labels)])
         examples.append(example)
     return examples, rejected
 
 
 def augmented_examples(chat: ChatFormat, demos: list[Demonstration], seed: int, epoch: int, max_length: int,
                        relabel: bool = True, slot_kinds: Sequence[IdKind] = (),
-                       copy_weight: float = 1.0) -> list[SFTExample]:
+                       copy_weight: float = 1.0, first_reply_weight: float = 1.0) -> list[SFTExample]:
     """One epoch's examples with fresh ids (``data.relabel_ids``, when ``relabel``) and slots
     renumbered (``data.permute_slots``, the kinds in ``slot_kinds``): the draw depends on
     ``seed`` and ``epoch`` only, so a rerun trains on the same sequence of transcripts."""
@@ -151,4 +157,4 @@ def augmented_examples(chat: ChatFormat, demos: list[Demonstration], seed: int, 
     for demo in demos:
         messages = relabel_ids(demo.messages, rng) if relabel else demo.messages
         transcripts.append(renumber_slots(messages, slot_kinds, rng) if slot_kinds else messages)
-    return training_examples(chat, transcripts, max_length, copy_weight)[0]
+    return training_examples(chat, transcripts, max_length, copy_weight, first_reply_weight)[0]

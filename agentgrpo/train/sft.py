@@ -128,14 +128,17 @@ def _examples(config: SFTConfig, chat: ChatFormat, demos: list[Demonstration]) -
     rendered, and, when ``data.relabel_ids`` or ``data.permute_slots`` asks for fresh ids or slot
     numbers on every pass, the function giving each epoch's examples (else None)."""
     copy_weight, max_length = config.trainer.copy_weight, config.data.max_length
-    examples, rejected = training_examples(chat, [d.messages for d in demos], max_length, copy_weight)
+    first_reply_weight = config.trainer.first_reply_weight
+    examples, rejected = training_examples(chat, [d.messages for d in demos], max_length, copy_weight,
+                                           first_reply_weight)
     if not (config.data.relabel_ids or config.data.permute_slots):
         return examples, rejected, None
     slot_kinds = id_kinds(config.env) if config.data.permute_slots else ()
 
     def per_epoch(epoch: int) -> list[SFTExample]:
         return augmented_examples(chat, demos, config.seed, epoch, max_length, relabel=config.data.relabel_ids,
-                                  slot_kinds=slot_kinds, copy_weight=copy_weight)
+                                  slot_kinds=slot_kinds, copy_weight=copy_weight,
+                                  first_reply_weight=first_reply_weight)
     return examples, rejected, per_epoch
 
 

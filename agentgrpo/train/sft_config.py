@@ -88,6 +88,11 @@ class SFTTrainerConfig:
     slots, dates: ``agentgrpo.train.copy_check.copied_values``); every other labelled token
     weighs 1. The loss is the weighted mean, so this shifts the gradient toward reading values
     from the context without changing its scale."""
+    first_reply_weight: float = 1.0
+    """Loss weight of the tokens of each demonstration's first message to the user after its first
+    tool result (``agentgrpo.envs.transcript.first_reply_index``: in the airline, what the request
+    needs once the profile is read), the one turn that shows the request was read; every other
+    labelled token weighs as before. A weighted mean, like ``copy_weight``."""
     copy_warmup_steps: int = 0
     """Optimizer steps of a copy warm-up before SFT, on the task ``copy_warmup_task`` names. A
     model built from a config has no in-context copying circuit, which a pretrained LM gets from
@@ -132,6 +137,7 @@ class SFTTrainerConfig:
         require(self.weight_decay >= 0, "trainer.weight_decay", self.weight_decay, "must be >= 0")
         require(self.max_grad_norm > 0, "trainer.max_grad_norm", self.max_grad_norm, "must be > 0")
         require(self.copy_weight > 0, "trainer.copy_weight", self.copy_weight, "must be > 0")
+        require(self.first_reply_weight > 0, "trainer.first_reply_weight", self.first_reply_weight, "must be > 0")
         if self.copy_warmup_task == "slot":
             require(self.copy_warmup_context >= 12, "trainer.copy_warmup_context", self.copy_warmup_context,
                     "must be >= 12 for trainer.copy_warmup_task=slot (one mention in twelve tokens)")

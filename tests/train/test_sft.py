@@ -281,3 +281,24 @@ def test_openings_are_the_demonstrations_up_to_their_first_reply_and_join_sft(tm
     assert stats["openings"] == len(openings) and stats["demonstrations"] == len(bundle.splits["covered_seen"])
     assert len(read_metrics(tmp_path / "metrics.jsonl")) == -(-(stats["openings"] + stats["demonstrations"]) // 4)
     assert json.loads((tmp_path / "final" / "agentgrpo.json").read_text())["oracle_goal"] is True
+
+
+def test_first_reply_weight_weighs_exactly_the_first_reply_after_a_tool_result(tiny_policy_dir):
+    from agentgrpo.envs.transcript import first_reply_index
+    from agentgrpo.train.demonstrations import training_examples
+
+    bundle = build_env(small_env_config())
+    demos = collect_demonstrations(bundle, small_env_config(), ["covered_seen"], per_task=1, seed=0)
+    _, tokenizer = load_policy(tiny_policy_dir)
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
+    plain, _ = training_examples(chat, [d.messages for d in demos], 6144)
+    weighted, _ = training_examples(chat, [d.messages for d in demos], 6144, first_reply_weight=10.0)
+    for demo, a, b in zip(demos, plain, weighted):
+        assert a.input_ids == b.input_ids and a.labels == b.labels and a.weights is None
+        heavy = [i for i, w in enumerate(b.weights) if w == 10.0]
+        assert heavy and all(b.labels[i] != -100 for i in heavy) and heavy == list(range(heavy[0], heavy[-1] + 1))
+        reply = demo.messages[first_reply_index(demo.messages)]["content"]
+        assert chat.decode([b.input_ids[i] for i in heavy]).startswith(reply)  # its text, then the end of turn
+        assert set(b.weights) == {1.0, 10.0}
+    with pytest.raises(ConfigError, match="trainer.first_reply_weight"):
+        load_config(SFTConfig, ["trainer.first_reply_weight=0"], defaults="sft.yaml")
