@@ -171,20 +171,27 @@ def test_the_copy_task_loss_through_the_training_forward_is_the_full_logits_nll(
     assert all(torch.allclose(g, p.grad, atol=1e-6) for g, p in zip(grads, model.parameters()))
 
 
+def _examples_plain_and_weighted(policy_dir, **weights):
+    """The small world's demonstrations as SFT examples, unweighted and with ``weights``."""
+    from agentgrpo.train.demonstrations import training_examples
+
+    bundle = build_env(small_env_config())
+    demos = collect_demonstrations(bundle, small_env_config(), ["covered_seen"], per_task=1, seed=0)
+    model, tokenizer = load_policy(policy_dir)
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
+    plain, _ = training_examples(chat, [d.messages for d in demos], 6144)
+    weighted, _ = training_examples(chat, [d.messages for d in demos], 6144, **weights)
+    return model, chat, demos, plain, weighted
+
+
 def test_copy_weight_weighs_the_copied_values_and_the_loss_is_their_weighted_mean(tiny_policy_dir):
     import torch
 
     from agentgrpo.policy.forward import PolicyForward
     from agentgrpo.train.copy_check import copied_values
-    from agentgrpo.train.demonstrations import training_examples
     from agentgrpo.train.sft import _optimizer_step
 
-    bundle = build_env(small_env_config())
-    demos = collect_demonstrations(bundle, small_env_config(), ["covered_seen"], per_task=1, seed=0)
-    model, tokenizer = load_policy(tiny_policy_dir)
-    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
-    plain, _ = training_examples(chat, [d.messages for d in demos], 6144)
-    weighted, _ = training_examples(chat, [d.messages for d in demos], 6144, copy_weight=5.0)
+    model, chat, demos, plain, weighted = _examples_plain_and_weighted(tiny_policy_dir, copy_weight=5.0)
     assert all(e.weights is None for e in plain)
     for demo, a, b in zip(demos, plain, weighted):
         assert (a.input_ids, a.labels) == (b.input_ids, b.labels)
@@ -285,14 +292,8 @@ def test_openings_are_the_demonstrations_up_to_their_first_reply_and_join_sft(tm
 
 def test_first_reply_weight_weighs_exactly_the_first_reply_after_a_tool_result(tiny_policy_dir):
     from agentgrpo.envs.transcript import first_reply_index
-    from agentgrpo.train.demonstrations import training_examples
 
-    bundle = build_env(small_env_config())
-    demos = collect_demonstrations(bundle, small_env_config(), ["covered_seen"], per_task=1, seed=0)
-    _, tokenizer = load_policy(tiny_policy_dir)
-    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
-    plain, _ = training_examples(chat, [d.messages for d in demos], 6144)
-    weighted, _ = training_examples(chat, [d.messages for d in demos], 6144, first_reply_weight=10.0)
+    _, chat, demos, plain, weighted = _examples_plain_and_weighted(tiny_policy_dir, first_reply_weight=10.0)
     for demo, a, b in zip(demos, plain, weighted):
         assert a.input_ids == b.input_ids and a.labels == b.labels and a.weights is None
         heavy = [i for i, w in enumerate(b.weights) if w == 10.0]
