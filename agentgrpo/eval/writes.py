@@ -335,8 +335,10 @@ def first_replies(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     for record in records:
         reply = first_reply(record.messages)
         by_family.setdefault(record.family, Counter())[reply if reply is not None else ""] += 1
-    families = {family: {"episodes": sum(replies.values()), "reply": replies.most_common(1)[0][0],
-                         "count": replies.most_common(1)[0][1]} for family, replies in sorted(by_family.items())}
+    families = {}
+    for family, replies in sorted(by_family.items()):
+        reply, count = replies.most_common(1)[0]
+        families[family] = {"episodes": sum(replies.values()), "reply": reply, "count": count}
     leads = Counter(row["reply"] for row in families.values() if row["reply"])
     top = leads.most_common(1)[0][0] if leads else None
     return {"families": families,

@@ -133,15 +133,18 @@ def training_examples(chat: ChatFormat, transcripts: Sequence[list[dict[str, Any
         if example is None:
             rejected += 1
             continue
+        spans: list[tuple[int, int, float]] = []
+        if copy_weight != 1.0:
+            spans += [(start, end, copy_weight) for start, end in copy_spans(chat, example, messages)]
+        reply = first_reply_index(view) if first_reply_weight != 1.0 else None
+        reply_span = None if reply is None else assistant_span(chat, view, reply, example.input_ids)
+        if reply_span is not None:
+            spans.append((*reply_span, first_reply_weight))
         if copy_weight != 1.0 or first_reply_weight != 1.0:
             weights = [1.0] * len(example.labels)
-            for start, end in copy_spans(chat, example, messages) if copy_weight != 1.0 else ():
-                weights[start:end] = [copy_weight] * (end - start)
-            reply = first_reply_index(view) if first_reply_weight != 1.0 else None
-            span = None if reply is None else assistant_span(chat, view, reply, example.input_ids)
-            if span is not None:
-                weights[span[0]:span[1]] = [first_reply_weight] * (span[1] - span[0])
-            example = replace(example, weights=weights[: len(example.labels)])
+            for start, end, weight in spans:
+                weights[start:end] = [weight] * (end - start)
+            example = replace(example, weights=weights)
         examples.append(example)
     return examples, rejected
 

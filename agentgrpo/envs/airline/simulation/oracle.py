@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgrpo.envs.airline.simulation.dialogue import is_yes
-from agentgrpo.envs.airline.simulation.scenario import OUT_OF_SCOPE, Scenario
+from agentgrpo.envs.airline.simulation.scenario import Scenario, their_request
 from agentgrpo.envs.types import Action, Task, is_error_observation
 
 CLOSING = "Is there anything else I can help you with?"
@@ -57,7 +57,7 @@ def goal_phrase(scenario: Scenario) -> str:
     if scenario.intent == "info":
         return _QUESTIONS[scenario.question or "upcoming_count"]
     if scenario.intent == "transfer":
-        return "to " + OUT_OF_SCOPE[scenario.request or "lost_item"].replace("your", "their")
+        return "to " + their_request(scenario.request or "lost_item")
     return _GOALS[scenario.intent]
 
 

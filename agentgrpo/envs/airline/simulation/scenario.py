@@ -26,9 +26,14 @@ OUT_OF_SCOPE = {
 }
 
 
+def their_request(request: str) -> str:
+    """An out-of-scope request in the third person ("find a laptop they left on board ...")."""
+    return OUT_OF_SCOPE[request].replace("your", "their")
+
+
 def transfer_summary(user_id: str, request: str) -> str:
     """What the agent tells the human agent about an out-of-scope request."""
-    return f"User {user_id} needs help to {OUT_OF_SCOPE[request].replace('your', 'their')}."
+    return f"User {user_id} needs help to {their_request(request)}."
 
 
 @dataclass
