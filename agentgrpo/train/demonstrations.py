@@ -64,8 +64,14 @@ def opening_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConf
     """``data.opening_splits``: one oracle demonstration of every task of ``splits``, cut after its
     first message to the user after its first tool result (``first_reply_index``); a transcript
     without one is left out."""
+    return demonstration_openings(collect_demonstrations(bundles, config, splits, 1, seed))
+
+
+def demonstration_openings(demos: Sequence[Demonstration]) -> list[Demonstration]:
+    """Each demonstration cut after its first message to the user after its first tool result
+    (``first_reply_index``); one without such a message is left out."""
     openings = []
-    for demo in collect_demonstrations(bundles, config, splits, 1, seed):
+    for demo in demos:
         end = first_reply_index(demo.messages)
         if end is not None:
             openings.append(replace(demo, messages=demo.messages[: end + 1]))

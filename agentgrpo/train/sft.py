@@ -66,6 +66,7 @@ from agentgrpo.train.demonstrations import (
     augmented_examples,
     collect_demonstrations,
     copy_probes,
+    demonstration_openings,
     opening_demonstrations,
     training_examples,
     transcript_text,
@@ -186,6 +187,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
                       prompt_style=agent_config["prompt_style"])
     openings = opening_demonstrations(worlds, config.env, config.data.opening_splits, config.seed) \
         if config.data.opening_splits and demonstrations is None else []
+    openings += demonstration_openings(demos) * config.data.opening_repeats
     examples, rejected, relabelled = _examples(config, chat, demos + openings)
     probes, copy_skip = (([], "off (demonstrations given)") if demonstrations is not None
                          else copy_probes(config, bundle, chat, _probe_renumbering(config)))

@@ -49,8 +49,14 @@ class SFTDataConfig:
     request is read is a few tokens of each demonstration; openings add examples of exactly that,
     for families whose rest is not demonstrated too, and teach nothing after it (no write, no
     refusal). Empty: none."""
+    opening_repeats: int = 0
+    """Also teach each demonstration's own opening (cut as for ``opening_splits``) this many times
+    per epoch, as separate examples beside the whole demonstration. The request is read in a few
+    of a demonstration's tokens; the tiny preset does not learn to read it in three epochs of whole
+    transcripts, and the openings are a quarter of a transcript's length. 0: none."""
 
     def __post_init__(self) -> None:
+        require(self.opening_repeats >= 0, "data.opening_repeats", self.opening_repeats, "must be >= 0")
         unknown_openings = [s for s in self.opening_splits if s not in SPLIT_NAMES]
         require(not unknown_openings, "data.opening_splits", self.opening_splits,
                 f"must be a list of {list(SPLIT_NAMES)}")

@@ -260,9 +260,10 @@ def test_delexicalised_sft_records_its_view_and_evaluation_plays_it(tmp_path, mo
 
 def test_openings_are_the_demonstrations_up_to_their_first_reply_and_join_sft(tmp_path):
     """``data.opening_splits``: every task of those splits adds its oracle opening (through the first
-    message to the user after the first tool result), a prefix of its whole demonstration."""
+    message to the user after the first tool result), a prefix of its whole demonstration;
+    ``data.opening_repeats``: each demonstration's own opening joins every epoch that many times."""
     from agentgrpo.envs.transcript import first_reply_index
-    from agentgrpo.train.demonstrations import opening_demonstrations
+    from agentgrpo.train.demonstrations import demonstration_openings, opening_demonstrations
 
     env = small_env_config(oracle_goal=True)
     bundle = build_env(env)
@@ -279,13 +280,21 @@ def test_openings_are_the_demonstrations_up_to_their_first_reply_and_join_sft(tm
         assert "The user wants" in str(messages)  # the goal-stating oracle names the request on the way
     with pytest.raises(ConfigError, match="data.opening_splits"):
         load_config(SFTConfig, ["data.opening_splits=[train]"], defaults="sft.yaml")
+    with pytest.raises(ConfigError, match="data.opening_repeats"):
+        load_config(SFTConfig, ["data.opening_repeats=-1"], defaults="sft.yaml")
+    demos = collect_demonstrations(bundle, env, ["covered_seen"], per_task=1, seed=0)
+    own = demonstration_openings(demos)
+    assert [o.messages for o in own] == [d.messages[: len(o.messages)] for d, o in zip(demos, own)]
+    assert len(own) == len(demos)  # every covered task reads something before its first reply
     config = load_config(SFTConfig, [
         *SMALL_ENV_OVERRIDES, "env.oracle_goal=true", f"run_dir={tmp_path}", "data.demos_per_task=1",
-        "data.opening_splits=[uncovered_seen]", "trainer.epochs=1", "trainer.batch_size=4", "progress=false",
+        "data.opening_splits=[uncovered_seen]", "data.opening_repeats=2", "trainer.epochs=1",
+        "trainer.batch_size=4", "progress=false",
     ], defaults="sft.yaml")
     train_sft(config)
     stats = json.loads((tmp_path / "sft_stats.json").read_text())
-    assert stats["openings"] == len(openings) and stats["demonstrations"] == len(bundle.splits["covered_seen"])
+    assert stats["demonstrations"] == len(demos) == len(bundle.splits["covered_seen"])
+    assert stats["openings"] == len(openings) + 2 * len(own)
     assert len(read_metrics(tmp_path / "metrics.jsonl")) == -(-(stats["openings"] + stats["demonstrations"]) // 4)
     assert json.loads((tmp_path / "final" / "agentgrpo.json").read_text())["oracle_goal"] is True
 
