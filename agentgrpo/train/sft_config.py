@@ -53,7 +53,7 @@ class SFTDataConfig:
     """Also teach each demonstration's own opening (cut as for ``opening_splits``) this many times
     per epoch, as separate examples beside the whole demonstration. The request is read in a few
     of a demonstration's tokens; the tiny preset does not learn to read it in three epochs of whole
-    transcripts, and the openings are a quarter of a transcript's length. 0: none."""
+    transcripts, and an opening is about half a transcript's length. 0: none."""
 
     def __post_init__(self) -> None:
         require(self.opening_repeats >= 0, "data.opening_repeats", self.opening_repeats, "must be >= 0")
