@@ -146,7 +146,7 @@ def training_examples(chat: ChatFormat, transcripts: Sequence[list[dict[str, Any
         reply_span = None if reply is None else assistant_span(chat, view, reply, example.input_ids)
         if reply_span is not None:
             spans.append((*reply_span, first_reply_weight))
-        if copy_weight != 1.0 or first_reply_weight != 1.0:
+        if spans:  # else every labelled token weighs 1, which ``weights=None`` already says
             weights = [1.0] * len(example.labels)
             for start, end, weight in spans:
                 weights[start:end] = [weight] * (end - start)
