@@ -123,15 +123,52 @@ def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat,
     return probes, None
 
 
-def training_examples(chat: ChatFormat, transcripts: Sequence[list[dict[str, Any]]], max_length: int,
-                      copy_weight: float = 1.0, first_reply_weight: float = 1.0) -> tuple[list[SFTExample], int]:
-    """SFT examples of recorded transcripts as the policy sees them: ``(examples, rejected)``.
+@dataclass(frozen=True)
+class LabelWeights:
+    """Loss weights of chosen labelled tokens (every other labelled token weighs 1; the loss is
+    the weighted mean, so a weight shifts the gradient without changing its scale).
 
-    ``copy_weight`` (``trainer.copy_weight``) is the loss weight of the tokens of every value an
-    assistant call copies from its context (``copied_values``: ids, slots, dates), 1 for the rest:
-    they are a small share of the labelled tokens, and the ones a policy in a new world must
-    get from its context rather than from what it learnt. ``first_reply_weight``
-    (``trainer.first_reply_weight``) weighs the tokens of the first reply after a tool result."""
+    ``copy`` (``trainer.copy_weight``): the tokens of every value an assistant call copies from its
+    context (``copied_values``: ids, slots, dates), the ones a policy in a new world must get from
+    its context rather than from what it learnt. ``opening`` (``trainer.opening_weight``): every
+    assistant message up to and including the first reply after a tool result (the opening that
+    ``demonstration_openings`` cuts: the first read, its reason, and the question after it).
+    ``first_reply`` (``trainer.first_reply_weight``): that first reply alone. Where spans overlap,
+    the later in this order wins: opening, copy, first reply."""
+    copy: float = 1.0
+    first_reply: float = 1.0
+    opening: float = 1.0
+
+    @classmethod
+    def of(cls, trainer: Any) -> LabelWeights:
+        """The weights an SFT trainer config (``SFTConfig.trainer``) asks for."""
+        return cls(copy=trainer.copy_weight, first_reply=trainer.first_reply_weight, opening=trainer.opening_weight)
+
+
+def _weighted_spans(chat: ChatFormat, example: SFTExample, messages: list[dict[str, Any]],
+                    view: list[dict[str, Any]], weights: LabelWeights) -> list[tuple[int, int, float]]:
+    """``(start, end, weight)`` token ranges of ``example`` (rendered from ``view``, the policy's
+    view of ``messages``) that ``weights`` weighs other than 1, in the order they apply."""
+    spans: list[tuple[int, int, float]] = []
+    reply = first_reply_index(view) if (weights.first_reply, weights.opening) != (1.0, 1.0) else None
+    if weights.opening != 1.0 and reply is not None:
+        for index in range(reply + 1):
+            span = assistant_span(chat, view, index, example.input_ids) if view[index]["role"] == "assistant" else None
+            if span is not None:
+                spans.append((*span, weights.opening))
+    if weights.copy != 1.0:
+        spans += [(start, end, weights.copy) for start, end in copy_spans(chat, example, messages)]
+    if weights.first_reply != 1.0 and reply is not None:
+        span = assistant_span(chat, view, reply, example.input_ids)
+        if span is not None:
+            spans.append((*span, weights.first_reply))
+    return spans
+
+
+def training_examples(chat: ChatFormat, transcripts: Sequence[list[dict[str, Any]]], max_length: int,
+                      weights: LabelWeights = LabelWeights()) -> tuple[list[SFTExample], int]:
+    """SFT examples of recorded transcripts as the policy sees them: ``(examples, rejected)``;
+    ``weights`` weighs chosen tokens in the loss (``LabelWeights``)."""
     examples, rejected = [], 0
     for messages in transcripts:
         view = policy_view(chat, messages)
@@ -139,25 +176,19 @@ def training_examples(chat: ChatFormat, transcripts: Sequence[list[dict[str, Any
         if example is None:
             rejected += 1
             continue
-        spans: list[tuple[int, int, float]] = []
-        if copy_weight != 1.0:
-            spans += [(start, end, copy_weight) for start, end in copy_spans(chat, example, messages)]
-        reply = first_reply_index(view) if first_reply_weight != 1.0 else None
-        reply_span = None if reply is None else assistant_span(chat, view, reply, example.input_ids)
-        if reply_span is not None:
-            spans.append((*reply_span, first_reply_weight))
+        spans = _weighted_spans(chat, example, messages, view, weights)
         if spans:  # else every labelled token weighs 1, which ``weights=None`` already says
-            weights = [1.0] * len(example.labels)
+            token_weights = [1.0] * len(example.labels)
             for start, end, weight in spans:
-                weights[start:end] = [weight] * (end - start)
-            example = replace(example, weights=weights)
+                token_weights[start:end] = [weight] * (end - start)
+            example = replace(example, weights=token_weights)
         examples.append(example)
     return examples, rejected
 
 
 def augmented_examples(chat: ChatFormat, demos: list[Demonstration], seed: int, epoch: int, max_length: int,
                        relabel: bool = True, slot_kinds: Sequence[IdKind] = (),
-                       copy_weight: float = 1.0, first_reply_weight: float = 1.0) -> list[SFTExample]:
+                       weights: LabelWeights = LabelWeights()) -> list[SFTExample]:
     """One epoch's examples with fresh ids (``data.relabel_ids``, when ``relabel``) and slots
     renumbered (``data.permute_slots``, the kinds in ``slot_kinds``): the draw depends on
     ``seed`` and ``epoch`` only, so a rerun trains on the same sequence of transcripts."""
@@ -166,4 +197,4 @@ def augmented_examples(chat: ChatFormat, demos: list[Demonstration], seed: int, 
     for demo in demos:
         messages = relabel_ids(demo.messages, rng) if relabel else demo.messages
         transcripts.append(renumber_slots(messages, slot_kinds, rng) if slot_kinds else messages)
-    return training_examples(chat, transcripts, max_length, copy_weight, first_reply_weight)[0]
+    return training_examples(chat, transcripts, max_length, weights)[0]

@@ -63,6 +63,7 @@ from agentgrpo.train.copy_check import (
 )
 from agentgrpo.train.demonstrations import (
     Demonstration,
+    LabelWeights,
     augmented_examples,
     collect_demonstrations,
     copy_probes,
@@ -128,18 +129,15 @@ def _examples(config: SFTConfig, chat: ChatFormat, demos: list[Demonstration]) -
     """``(examples, rejected, per_epoch)``: the demonstrations' examples, how many could not be
     rendered, and, when ``data.relabel_ids`` or ``data.permute_slots`` asks for fresh ids or slot
     numbers on every pass, the function giving each epoch's examples (else None)."""
-    copy_weight, max_length = config.trainer.copy_weight, config.data.max_length
-    first_reply_weight = config.trainer.first_reply_weight
-    examples, rejected = training_examples(chat, [d.messages for d in demos], max_length, copy_weight,
-                                           first_reply_weight)
+    weights, max_length = LabelWeights.of(config.trainer), config.data.max_length
+    examples, rejected = training_examples(chat, [d.messages for d in demos], max_length, weights)
     if not (config.data.relabel_ids or config.data.permute_slots):
         return examples, rejected, None
     slot_kinds = id_kinds(config.env) if config.data.permute_slots else ()
 
     def per_epoch(epoch: int) -> list[SFTExample]:
         return augmented_examples(chat, demos, config.seed, epoch, max_length, relabel=config.data.relabel_ids,
-                                  slot_kinds=slot_kinds, copy_weight=copy_weight,
-                                  first_reply_weight=first_reply_weight)
+                                  slot_kinds=slot_kinds, weights=weights)
     return examples, rejected, per_epoch
 
 

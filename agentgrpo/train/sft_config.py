@@ -99,6 +99,12 @@ class SFTTrainerConfig:
     tool result (``agentgrpo.envs.transcript.first_reply_index``: in the airline, what the request
     needs once the profile is read), the one turn that shows the request was read; every other
     labelled token weighs as before. A weighted mean, like ``copy_weight``."""
+    opening_weight: float = 1.0
+    """Loss weight of the tokens of every assistant message of each demonstration's opening, up to
+    and including its first reply after a tool result (in the airline: the profile read, its reason,
+    which restates the request under ``env.oracle_goal``, and the question after it). What
+    ``data.opening_repeats`` teaches with more passes, at no extra step. A weighted mean, like
+    ``copy_weight``; ``first_reply_weight``, when set, weighs the first reply itself."""
     copy_warmup_steps: int = 0
     """Optimizer steps of a copy warm-up before SFT, on the task ``copy_warmup_task`` names. A
     model built from a config has no in-context copying circuit, which a pretrained LM gets from
@@ -144,6 +150,7 @@ class SFTTrainerConfig:
         require(self.max_grad_norm > 0, "trainer.max_grad_norm", self.max_grad_norm, "must be > 0")
         require(self.copy_weight > 0, "trainer.copy_weight", self.copy_weight, "must be > 0")
         require(self.first_reply_weight > 0, "trainer.first_reply_weight", self.first_reply_weight, "must be > 0")
+        require(self.opening_weight > 0, "trainer.opening_weight", self.opening_weight, "must be > 0")
         if self.copy_warmup_task == "slot":
             require(self.copy_warmup_context >= 12, "trainer.copy_warmup_context", self.copy_warmup_context,
                     "must be >= 12 for trainer.copy_warmup_task=slot (one mention in twelve tokens)")

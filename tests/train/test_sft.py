@@ -173,14 +173,14 @@ def test_the_copy_task_loss_through_the_training_forward_is_the_full_logits_nll(
 
 def _examples_plain_and_weighted(policy_dir, **weights):
     """The small world's demonstrations as SFT examples, unweighted and with ``weights``."""
-    from agentgrpo.train.demonstrations import training_examples
+    from agentgrpo.train.demonstrations import LabelWeights, training_examples
 
     bundle = build_env(small_env_config())
     demos = collect_demonstrations(bundle, small_env_config(), ["covered_seen"], per_task=1, seed=0)
     model, tokenizer = load_policy(policy_dir)
     chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
     plain, _ = training_examples(chat, [d.messages for d in demos], 6144)
-    weighted, _ = training_examples(chat, [d.messages for d in demos], 6144, **weights)
+    weighted, _ = training_examples(chat, [d.messages for d in demos], 6144, LabelWeights(**weights))
     return model, chat, demos, plain, weighted
 
 
@@ -191,7 +191,7 @@ def test_copy_weight_weighs_the_copied_values_and_the_loss_is_their_weighted_mea
     from agentgrpo.train.copy_check import copied_values
     from agentgrpo.train.sft import _optimizer_step
 
-    model, chat, demos, plain, weighted = _examples_plain_and_weighted(tiny_policy_dir, copy_weight=5.0)
+    model, chat, demos, plain, weighted = _examples_plain_and_weighted(tiny_policy_dir, copy=5.0)
     assert all(e.weights is None for e in plain)
     for demo, a, b in zip(demos, plain, weighted):
         assert (a.input_ids, a.labels) == (b.input_ids, b.labels)
@@ -302,7 +302,7 @@ def test_openings_are_the_demonstrations_up_to_their_first_reply_and_join_sft(tm
 def test_first_reply_weight_weighs_exactly_the_first_reply_after_a_tool_result(tiny_policy_dir):
     from agentgrpo.envs.transcript import first_reply_index
 
-    _, chat, demos, plain, weighted = _examples_plain_and_weighted(tiny_policy_dir, first_reply_weight=10.0)
+    _, chat, demos, plain, weighted = _examples_plain_and_weighted(tiny_policy_dir, first_reply=10.0)
     for demo, a, b in zip(demos, plain, weighted):
         assert a.input_ids == b.input_ids and a.labels == b.labels and a.weights is None
         heavy = [i for i, w in enumerate(b.weights) if w == 10.0]
@@ -312,3 +312,25 @@ def test_first_reply_weight_weighs_exactly_the_first_reply_after_a_tool_result(t
         assert set(b.weights) == {1.0, 10.0}
     with pytest.raises(ConfigError, match="trainer.first_reply_weight"):
         load_config(SFTConfig, ["trainer.first_reply_weight=0"], defaults="sft.yaml")
+
+
+def test_opening_weight_weighs_every_assistant_turn_through_the_first_reply_and_no_later_one(tiny_policy_dir):
+    from agentgrpo.agent.masking import assistant_span
+    from agentgrpo.envs.transcript import first_reply_index
+
+    _, chat, demos, plain, weighted = _examples_plain_and_weighted(tiny_policy_dir, opening=4.0, first_reply=10.0)
+    for demo, a, b in zip(demos, plain, weighted):
+        assert a.input_ids == b.input_ids and a.labels == b.labels
+        view = policy_view(chat, demo.messages)
+        reply = first_reply_index(view)
+        assistant = [i for i, m in enumerate(view) if m["role"] == "assistant"]
+        spans = {i: assistant_span(chat, view, i, b.input_ids) for i in assistant}
+        for index, (start, end) in spans.items():
+            expected = 10.0 if index == reply else 4.0 if index < reply else 1.0
+            assert set(b.weights[start:end]) == {expected}, (index, reply)
+        assert any(i < reply for i in assistant)  # the first read is weighed too, not the reply alone
+        labelled_outside = [w for i, w in enumerate(b.weights) if b.labels[i] != -100
+                            and not any(s <= i < e for s, e in spans.values())]
+        assert set(labelled_outside) <= {1.0}
+    with pytest.raises(ConfigError, match="trainer.opening_weight"):
+        load_config(SFTConfig, ["trainer.opening_weight=-1"], defaults="sft.yaml")
