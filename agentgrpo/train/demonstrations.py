@@ -26,7 +26,7 @@ from agentgrpo.envs.transcript import first_reply_index
 from agentgrpo.openai_client import llm_user_client
 from agentgrpo.train.copy_check import CopyProbe, copied_values, find_copy_spans
 from agentgrpo.train.id_relabel import relabel_ids
-from agentgrpo.train.sft_config import SFTConfig
+from agentgrpo.train.sft_config import SFTConfig, SFTTrainerConfig
 
 
 @dataclass
@@ -140,7 +140,7 @@ class LabelWeights:
     opening: float = 1.0
 
     @classmethod
-    def of(cls, trainer: Any) -> LabelWeights:
+    def of(cls, trainer: SFTTrainerConfig) -> LabelWeights:
         """The weights an SFT trainer config (``SFTConfig.trainer``) asks for."""
         return cls(copy=trainer.copy_weight, first_reply=trainer.first_reply_weight, opening=trainer.opening_weight)
 

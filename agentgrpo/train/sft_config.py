@@ -102,9 +102,10 @@ class SFTTrainerConfig:
     opening_weight: float = 1.0
     """Loss weight of the tokens of every assistant message of each demonstration's opening, up to
     and including its first reply after a tool result (in the airline: the profile read, its reason,
-    which restates the request under ``env.oracle_goal``, and the question after it). What
-    ``data.opening_repeats`` teaches with more passes, at no extra step. A weighted mean, like
-    ``copy_weight``; ``first_reply_weight``, when set, weighs the first reply itself."""
+    which restates the request under ``env.oracle_goal``, and the question after it): the share of
+    the gradient ``data.opening_repeats`` gives those turns, at no extra step (measured not to do
+    what the repeats do: docs/results/write-levers.md §18). A weighted mean, like ``copy_weight``;
+    ``first_reply_weight``, when set, weighs the first reply itself."""
     copy_warmup_steps: int = 0
     """Optimizer steps of a copy warm-up before SFT, on the task ``copy_warmup_task`` names. A
     model built from a config has no in-context copying circuit, which a pretrained LM gets from
