@@ -151,17 +151,16 @@ def _weighted_spans(chat: ChatFormat, example: SFTExample, messages: list[dict[s
     view of ``messages``) that ``weights`` weighs other than 1, in the order they apply."""
     spans: list[tuple[int, int, float]] = []
     reply = first_reply_index(view) if (weights.first_reply, weights.opening) != (1.0, 1.0) else None
-    if weights.opening != 1.0 and reply is not None:
-        for index in range(reply + 1):
-            span = assistant_span(chat, view, index, example.input_ids) if view[index]["role"] == "assistant" else None
-            if span is not None:
-                spans.append((*span, weights.opening))
+    turns = {} if reply is None else {  # the opening's assistant turns, the first reply last
+        index: span for index in (range(reply + 1) if weights.opening != 1.0 else (reply,))
+        if view[index]["role"] == "assistant"
+        and (span := assistant_span(chat, view, index, example.input_ids)) is not None}
+    if weights.opening != 1.0:
+        spans += [(*span, weights.opening) for span in turns.values()]
     if weights.copy != 1.0:
         spans += [(start, end, weights.copy) for start, end in copy_spans(chat, example, messages)]
-    if weights.first_reply != 1.0 and reply is not None:
-        span = assistant_span(chat, view, reply, example.input_ids)
-        if span is not None:
-            spans.append((*span, weights.first_reply))
+    if weights.first_reply != 1.0 and reply in turns:
+        spans.append((*turns[reply], weights.first_reply))
     return spans
 
 
