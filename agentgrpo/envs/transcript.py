@@ -100,14 +100,18 @@ def build_transcript(opening: Iterable[Mapping[str, Any]], steps: Iterable[Step]
     return builder.messages
 
 
-def first_reply_index(messages: Iterable[Mapping[str, Any]]) -> int | None:
+def first_reply_index(messages: Iterable[Mapping[str, Any]], tool_results: int = 1) -> int | None:
     """Index of the agent's first message to the user (an assistant message without a tool call)
-    after the transcript's first tool result: where it shows what it made of the request, having
-    read something (in the airline, the question after the profile). None where there is none."""
-    seen_tool = False
+    after the transcript's ``tool_results``-th tool result: where it shows what it made of the
+    request, having read something (in the airline, with 1 the question after the profile, with 2
+    what it says of the reservation it then read: a confirmation request, a refusal). None where
+    there is none."""
+    if tool_results < 1:
+        raise ValueError(f"tool_results must be >= 1, got {tool_results}")
+    seen = 0
     for index, message in enumerate(messages):
         if message.get("role") == "tool":
-            seen_tool = True
-        elif seen_tool and message.get("role") == "assistant" and not message.get("tool_calls"):
+            seen += 1
+        elif seen >= tool_results and message.get("role") == "assistant" and not message.get("tool_calls"):
             return index
     return None

@@ -60,19 +60,21 @@ def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConf
 
 
 def opening_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConfig, splits: list[str],
-                           seed: int) -> list[Demonstration]:
-    """``data.opening_splits``: one oracle demonstration of every task of ``splits``, cut after its
-    first message to the user after its first tool result (``first_reply_index``); a transcript
-    without one is left out."""
-    return demonstration_openings(collect_demonstrations(bundles, config, splits, 1, seed))
+                           seed: int, tool_results: int = 1) -> list[Demonstration]:
+    """``data.opening_splits``: one oracle demonstration of every task of ``splits``, cut as
+    ``demonstration_openings`` cuts."""
+    return demonstration_openings(collect_demonstrations(bundles, config, splits, 1, seed), tool_results)
 
 
-def demonstration_openings(demos: Sequence[Demonstration]) -> list[Demonstration]:
-    """Each demonstration cut after its first message to the user after its first tool result
-    (``first_reply_index``); one without such a message is left out."""
+def demonstration_openings(demos: Sequence[Demonstration], tool_results: int = 1) -> list[Demonstration]:
+    """Each demonstration cut after its first message to the user after its ``tool_results``-th
+    tool result (``first_reply_index``), or, where it has no such message, after the first one
+    after as many tool results as it has one after; one with no message to the user after a tool
+    result is left out."""
     openings = []
     for demo in demos:
-        end = first_reply_index(demo.messages)
+        end = next((index for reads in range(tool_results, 0, -1)
+                    if (index := first_reply_index(demo.messages, reads)) is not None), None)
         if end is not None:
             openings.append(replace(demo, messages=demo.messages[: end + 1]))
     return openings

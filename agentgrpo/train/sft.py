@@ -183,9 +183,10 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     model, tokenizer = prepare_policy(config, worlds, demos, agent_config, resumed)
     chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy,
                       prompt_style=agent_config["prompt_style"])
-    openings = opening_demonstrations(worlds, config.env, config.data.opening_splits, config.seed) \
+    reads = config.data.opening_reads
+    openings = opening_demonstrations(worlds, config.env, config.data.opening_splits, config.seed, reads) \
         if config.data.opening_splits and demonstrations is None else []
-    openings += demonstration_openings(demos) * config.data.opening_repeats
+    openings += demonstration_openings(demos, reads) * config.data.opening_repeats
     examples, rejected, relabelled = _examples(config, chat, demos + openings)
     probes, copy_skip = (([], "off (demonstrations given)") if demonstrations is not None
                          else copy_probes(config, bundle, chat, _probe_renumbering(config)))

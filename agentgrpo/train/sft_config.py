@@ -54,9 +54,16 @@ class SFTDataConfig:
     per epoch, as separate examples beside the whole demonstration. The request is read in a few
     of a demonstration's tokens; the tiny preset does not learn to read it in three epochs of whole
     transcripts, and an opening is about half a transcript's length. 0: none."""
+    opening_reads: int = 1
+    """Where ``opening_splits`` and ``opening_repeats`` cut an opening: after the first message to
+    the user after this many tool results (``first_reply_index``). 1: the profile read and the
+    question after it. 2: also the next read (in the airline the reservation the request is about)
+    and what the agent makes of it, the turn where a change, a cancellation or a refusal is
+    proposed. A demonstration with no reply after so many is cut after the deepest one it has."""
 
     def __post_init__(self) -> None:
         require(self.opening_repeats >= 0, "data.opening_repeats", self.opening_repeats, "must be >= 0")
+        require(self.opening_reads >= 1, "data.opening_reads", self.opening_reads, "must be >= 1 (tool results)")
         unknown_openings = [s for s in self.opening_splits if s not in SPLIT_NAMES]
         require(not unknown_openings, "data.opening_splits", self.opening_splits,
                 f"must be a list of {list(SPLIT_NAMES)}")

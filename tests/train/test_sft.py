@@ -299,6 +299,53 @@ def test_openings_are_the_demonstrations_up_to_their_first_reply_and_join_sft(tm
     assert json.loads((tmp_path / "final" / "agentgrpo.json").read_text())["oracle_goal"] is True
 
 
+def test_first_reply_index_counts_tool_results_before_the_reply():
+    from agentgrpo.envs.transcript import first_reply_index
+
+    call = [{"id": "c", "type": "function", "function": {"name": "read", "arguments": "{}"}}]
+    messages = [
+        {"role": "system", "content": "s"}, {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "your id?"},                   # 2: before any read
+        {"role": "user", "content": "u1"},
+        {"role": "assistant", "content": "", "tool_calls": call},       # 4
+        {"role": "tool", "content": "profile"},                         # 5: read 1
+        {"role": "assistant", "content": "", "tool_calls": call},       # 6: a call, not a reply
+        {"role": "tool", "content": "reservation"},                     # 7: read 2
+        {"role": "assistant", "content": "cancel it?"},                 # 8: first reply after reads 1 and 2
+        {"role": "user", "content": "yes"},
+        {"role": "assistant", "content": "", "tool_calls": call},       # 10
+        {"role": "tool", "content": "done"},                            # 11: read 3
+        {"role": "assistant", "content": "done."},                      # 12
+    ]
+    assert [first_reply_index(messages, n) for n in (1, 2, 3, 4)] == [8, 8, 12, None]
+    with pytest.raises(ValueError, match="tool_results"):
+        first_reply_index(messages, 0)
+
+
+def test_openings_through_the_second_read_reach_the_turn_that_proposes_the_change():
+    """``data.opening_reads=2``: the opening runs on through the next read (the reservation) to what
+    the agent says of it; a demonstration without a second read keeps its first-read opening."""
+    from agentgrpo.envs.transcript import first_reply_index
+    from agentgrpo.train.demonstrations import demonstration_openings
+
+    env = small_env_config(oracle_goal=True)
+    demos = collect_demonstrations(build_env(env), env, ["covered_seen", "uncovered_seen"], per_task=1, seed=0)
+    first, second = demonstration_openings(demos), demonstration_openings(demos, tool_results=2)
+    assert len(first) == len(second) == len(demos)
+    deeper = 0
+    for demo, short, long in zip(demos, first, second):
+        assert long.messages == demo.messages[: len(long.messages)] and len(long.messages) >= len(short.messages)
+        end = first_reply_index(demo.messages, 2)
+        assert len(long.messages) - 1 == (end if end is not None else len(short.messages) - 1)
+        assert long.messages[-1]["role"] == "assistant" and not long.messages[-1].get("tool_calls")
+        deeper += len(long.messages) > len(short.messages)
+    assert deeper >= len(demos) // 2  # most requests are about a reservation read after the profile
+    proposals = [o.messages[-1]["content"] for o in second if "(yes/no)" in o.messages[-1]["content"]]
+    assert proposals  # the turn that asks to confirm a change is among what the openings now teach
+    with pytest.raises(ConfigError, match="data.opening_reads"):
+        load_config(SFTConfig, ["data.opening_reads=0"], defaults="sft.yaml")
+
+
 def test_first_reply_weight_weighs_exactly_the_first_reply_after_a_tool_result(tiny_policy_dir):
     from agentgrpo.envs.transcript import first_reply_index
 
