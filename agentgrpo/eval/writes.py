@@ -240,7 +240,8 @@ def analyse_writes(records: Sequence[EpisodeRecord], tasks: Mapping[str, EvalTas
             "unneeded_writes": _unneeded_writes(episodes),
             "confirmations": None if confirmation_faults is None else _confirmations(
                 [r for r, e in zip(finished, episodes) if e.outcome is not None], tasks, confirmation_faults),
-            "first_replies": first_replies(finished)}
+            "first_replies": first_replies(finished),
+            "second_replies": first_replies(finished, tool_results=2, chars=SECOND_REPLY_CHARS)}
 
 
 def _per_tool(episodes: list[EpisodeWrites], gold: Counter[str], write_tools: Collection[str]) -> dict[str, Any]:
@@ -319,21 +320,28 @@ def _confirmations(failed: list[EpisodeRecord], tasks: Mapping[str, EvalTask],
 
 FIRST_REPLY_CHARS = 120
 """How much of a first reply ``first_replies`` compares (a message's opening says what it asks)."""
+SECOND_REPLY_CHARS = 40
+"""How much of the reply after the second read it compares: that reply states values (a
+reservation, its flights, a refund) after a fixed opening that says what it does ("Here is what I
+will do: cancel reservation", "Which payment method from your profile")."""
 
 
-def first_reply(messages: Sequence[Mapping[str, Any]]) -> str | None:
-    """The agent's first message to the user (no tool call) after the episode's first tool result,
-    whitespace collapsed and cut to ``FIRST_REPLY_CHARS``; None where there is none."""
-    index = first_reply_index(messages)
-    return None if index is None else " ".join(str(messages[index].get("content") or "").split())[:FIRST_REPLY_CHARS]
+def first_reply(messages: Sequence[Mapping[str, Any]], tool_results: int = 1,
+                chars: int = FIRST_REPLY_CHARS) -> str | None:
+    """The agent's first message to the user (no tool call) after the episode's ``tool_results``-th
+    tool result (``first_reply_index``), whitespace collapsed and cut to ``chars``; None where
+    there is none."""
+    index = first_reply_index(messages, tool_results)
+    return None if index is None else " ".join(str(messages[index].get("content") or "").split())[:chars]
 
 
-def first_replies(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+def first_replies(records: Sequence[EpisodeRecord], tool_results: int = 1,
+                  chars: int = FIRST_REPLY_CHARS) -> dict[str, Any]:
     """Per family: episodes, the most common ``first_reply`` and how many episodes made it; and the
     message that leads in the most families, with those families (``leading``)."""
     by_family: dict[str, Counter[str]] = {}
     for record in records:
-        reply = first_reply(record.messages)
+        reply = first_reply(record.messages, tool_results, chars)
         by_family.setdefault(record.family, Counter())[reply if reply is not None else ""] += 1
     families = {}
     for family, replies in sorted(by_family.items()):
@@ -400,19 +408,26 @@ def writes_markdown(report: Mapping[str, Any]) -> str:
     lines += _unneeded_table(report["unneeded_writes"])
     lines += _confirmation_lines(report.get("confirmations"))
     lines += _first_reply_lines(report.get("first_replies"))
+    lines += _first_reply_lines(report.get("second_replies"), second=True)
     return "\n".join(lines) + "\n"
 
 
-def _first_reply_lines(replies: Mapping[str, Any] | None) -> list[str]:
+def _first_reply_lines(replies: Mapping[str, Any] | None, second: bool = False) -> list[str]:
     if not replies or not replies["families"]:
         return []
     leading, families = replies["leading"], replies["families"]
-    lines = ["", "## The first reply after a tool result", "",
-             "The agent's first message to the user after its first tool result (in the airline, what "
-             "it asks after reading the profile): per family the most common one. "
+    title, what = (("## The reply after the second tool result",
+                    f"The agent's first message to the user after its second tool result (in the airline, "
+                    f"what it makes of the reservation it read: the change it proposes, a refusal), its first "
+                    f"{SECOND_REPLY_CHARS} characters") if second else
+                   ("## The first reply after a tool result",
+                    "The agent's first message to the user after its first tool result (in the airline, what "
+                    "it asks after reading the profile)"))
+    lines = ["", title, "",
+             f"{what}: per family the most common one. "
              + (f"One leads in {len(leading['families'])} of {len(families)} families: "
                 f"\"{_cell(leading['reply'])}\"." if leading["reply"] else "None was made."), "",
-             "| family | episodes | most common first reply | of them |", "|---|---|---|---|"]
+             "| family | episodes | most common reply | of them |", "|---|---|---|---|"]
     for family, row in families.items():
         lines.append(f"| {family} | {row['episodes']} | {_cell(row['reply']) or '(none)'} | {row['count']} |")
     return lines

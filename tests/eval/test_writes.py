@@ -215,6 +215,13 @@ def test_first_replies_say_whether_the_request_was_read(oracle_dir):
     assert len({row["reply"] for row in families.values()}) >= len(families) // 2
     assert 0 < len(replies["leading"]["families"]) < len(families)
     assert "## The first reply after a tool result" in (oracle_dir / "writes.md").read_text()
+    # after the second read (the reservation) the oracle proposes what the request needs
+    assert first_reply(messages, tool_results=2) is None
+    second = analyse_eval_dir(oracle_dir)["second_replies"]["families"]
+    assert second["cancel_business"]["reply"] == "Here is what I will do: cancel reservati"
+    assert second["add_bags"]["reply"].startswith("Which payment method")
+    assert second["cancel_refused"]["reply"].startswith("I'm sorry, but I cannot cancel")
+    assert "## The reply after the second tool result" in (oracle_dir / "writes.md").read_text()
     # a policy that asks the same whatever was asked leads in every family
     records = [EpisodeRecord(task_id=f"t{i}", split="s", family=family, trial=0, reward=0.0, has_error=False,
                              turn_tokens=[], termination="done", messages=messages)
