@@ -68,9 +68,9 @@ def opening_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConf
 
 def demonstration_openings(demos: Sequence[Demonstration], tool_results: int = 1) -> list[Demonstration]:
     """Each demonstration cut after its first message to the user after its ``tool_results``-th
-    tool result (``first_reply_index``), or, where it has no such message, after the first one
-    after as many tool results as it has one after; one with no message to the user after a tool
-    result is left out."""
+    tool result (``first_reply_index``); one without it is cut after its first message to the user
+    after the most tool results it has one after, and one with no message to the user after any
+    tool result is left out."""
     openings = []
     for demo in demos:
         end = next((index for reads in range(tool_results, 0, -1)
