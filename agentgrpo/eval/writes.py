@@ -407,23 +407,21 @@ def writes_markdown(report: Mapping[str, Any]) -> str:
               f"{_number(failed['median_turn_first_rejected'])}.", ""]
     lines += _unneeded_table(report["unneeded_writes"])
     lines += _confirmation_lines(report.get("confirmations"))
-    lines += _first_reply_lines(report.get("first_replies"))
-    lines += _first_reply_lines(report.get("second_replies"), second=True)
+    lines += _first_reply_lines(report.get("first_replies"), "The first reply after a tool result",
+                                "The agent's first message to the user after its first tool result (in the "
+                                "airline, what it asks after reading the profile)")
+    lines += _first_reply_lines(report.get("second_replies"), "The reply after the second tool result",
+                                "The agent's first message to the user after its second tool result (in the "
+                                "airline, what it makes of the reservation it read: the change it proposes, a "
+                                f"refusal), its first {SECOND_REPLY_CHARS} characters")
     return "\n".join(lines) + "\n"
 
 
-def _first_reply_lines(replies: Mapping[str, Any] | None, second: bool = False) -> list[str]:
+def _first_reply_lines(replies: Mapping[str, Any] | None, title: str, what: str) -> list[str]:
     if not replies or not replies["families"]:
         return []
     leading, families = replies["leading"], replies["families"]
-    title, what = (("## The reply after the second tool result",
-                    f"The agent's first message to the user after its second tool result (in the airline, "
-                    f"what it makes of the reservation it read: the change it proposes, a refusal), its first "
-                    f"{SECOND_REPLY_CHARS} characters") if second else
-                   ("## The first reply after a tool result",
-                    "The agent's first message to the user after its first tool result (in the airline, what "
-                    "it asks after reading the profile)"))
-    lines = ["", title, "",
+    lines = ["", f"## {title}", "",
              f"{what}: per family the most common one. "
              + (f"One leads in {len(leading['families'])} of {len(families)} families: "
                 f"\"{_cell(leading['reply'])}\"." if leading["reply"] else "None was made."), "",

@@ -71,10 +71,14 @@ def demonstration_openings(demos: Sequence[Demonstration], tool_results: int = 1
     tool result (``first_reply_index``); one without it is cut after its first message to the user
     after the most tool results it has one after, and one with no message to the user after any
     tool result is left out."""
+    if tool_results < 1:
+        raise ValueError(f"tool_results must be >= 1, got {tool_results}")
     openings = []
     for demo in demos:
-        end = next((index for reads in range(tool_results, 0, -1)
-                    if (index := first_reply_index(demo.messages, reads)) is not None), None)
+        for reads in range(tool_results, 0, -1):  # the deepest cut this demonstration has
+            end = first_reply_index(demo.messages, reads)
+            if end is not None:
+                break
         if end is not None:
             openings.append(replace(demo, messages=demo.messages[: end + 1]))
     return openings
