@@ -25,7 +25,7 @@ def test_placeholder_values(ents, value):
 
 
 @pytest.mark.parametrize("value", [
-    "mia_li_3668", "ZFA04Y", "JFK", "economy", "User wants a refund for a cancelled flight.",
+    "mia_li_3668", "ZFA04Y", "JFK", "<U1>", "<R16>", "<A3>", "economy", "User wants a refund for a cancelled flight.",
     "Your flight was delayed by four hours and the passenger wants compensation.",
     "an example of nothing", "2 + 2",
 ])
@@ -42,7 +42,10 @@ def test_non_placeholder_values(ents, value):
     ("payment_id", "certificate_7504069", True), ("payment_id", "paypal_123", False),
     ("flight_number", "HAT001", True), ("flight_number", "HAT12", False),
     ("flight_number", "UA123", False), ("airport", "JFK", True), ("airport", "JFKX", False),
-    ("airport", "jfk", False), ("date", "2024-05-20", True), ("date", "2024-02-29", True),
+    ("airport", "jfk", False), ("user_id", "<U1>", True), ("reservation_id", "<R12>", True),
+    ("payment_id", "<P3>", True), ("flight_number", "<F48>", True), ("airport", "<A20>", True),
+    ("reservation_id", "<U1>", False), ("airport", "<A0>", False), ("user_id", "<user_id>", False),
+    ("date", "2024-05-20", True), ("date", "2024-02-29", True),
     ("date", "2023-02-29", False), ("date", "2024-13-01", False), ("date", "May 20", False),
     ("reservation_id", 123456, False), ("user_id", None, False),
 ])

@@ -233,6 +233,26 @@ def test_b3_does_not_fire_without_an_earlier_observation(prm):
     assert prm.score_steps([tool("get_user_details", user_id=USER)]).fired == ["B4"]
 
 
+def test_slots_score_as_the_ids_they_stand_for(prm):
+    """A delexicalised episode (``env.delexicalise``, ``env.delexicalise_places``) writes ids and
+    airports as slots: its calls fire the rules their real-id twins fire (B2/B3 from the data
+    chain, no P1/P2), and a slot the episode never showed earns no data-chain bonus."""
+    def episode(user, res, flight, origin, destination):
+        return [respond("Could you tell me your user id, please?", reply=f"Sure, it is {user}."),
+                tool("get_user_details", user_id=user, obs=f'{{"reservations": ["{res}"]}}'),
+                tool("search_direct_flight", origin=origin, destination=destination, date="2024-05-20",
+                     obs=f'[{{"flight_number": "{flight}", "origin": "{origin}"}}]'),
+                tool("update_reservation_flights", reservation_id=res, cabin="economy",
+                     flights=[{"flight_number": flight, "date": "2024-05-20"}], payment_id="gift_card_1")]
+    real = prm.score_steps(episode(USER, RES, "HAT136", "JFK", "SEA"))
+    slots = prm.score_steps(episode("<U1>", "<R1>", "<F1>", "<A1>", "<A2>"))
+    assert slots.fired_per_step == real.fired_per_step == [[], ["B3", "B4"], ["B4"], ["B2"]]
+    assert slots.process_score == approx(real.process_score)
+    unseen = prm.score_steps([tool("cancel_reservation", reservation_id="<R9>")])
+    assert unseen.fired_per_step == [[]]  # well-formed, never seen: no P1, no B2
+    assert prm.score_steps([tool("cancel_reservation", reservation_id="<reservation_id>")]).fired == ["P1"]
+
+
 # ---- B4: read diversity ---------------------------------------------------------------
 
 def test_b4_fires_on_first_successful_use_of_each_read_tool(prm):
