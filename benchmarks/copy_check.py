@@ -20,6 +20,7 @@ pretrained copy circuit sets before any training.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import sys
 import time
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agentgrpo.agent.chat import ChatFormat  # noqa: E402
 from agentgrpo.config import AgentGRPOError, load_config  # noqa: E402
 from agentgrpo.envs.registry import build_env  # noqa: E402
-from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise  # noqa: E402
+from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_view  # noqa: E402
 from agentgrpo.policy.presets import PRESETS  # noqa: E402
 from agentgrpo.train.copy_check import copy_accuracy  # noqa: E402
 from agentgrpo.train.demonstrations import copy_probes  # noqa: E402
@@ -53,7 +54,7 @@ def main() -> None:
     config = load_config(SFTConfig, [f"data.copy_check_tasks={args.tasks}", "run_dir=runs/bench/copy_check"],
                          defaults="sft.yaml")
     bundle = build_env(config.env)
-    requested = config.env.delexicalise  # each policy's own view when unset
+    requested = dataclasses.replace(config.env)  # each policy's own view when unset
     print("| policy | ids | token acc | id acc | first-token acc | continuation acc | seconds |")
     print("|---|---|---|---|---|---|---|")
     scores = {}
@@ -67,7 +68,7 @@ def main() -> None:
             raise SystemExit(f"{source}: {e}") from None
         style = "compact" if preset is not None else read_agent_config(source)["prompt_style"]
         chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style=style)
-        config.env.delexicalise = resolve_delexicalise(requested, source)  # the probes in the policy's view
+        config.env = resolve_view(dataclasses.replace(requested), source)  # the probes in the policy's view
         renumber = random.Random(0) if args.renumber_slots and config.env.delexicalise else None
         probes, skipped = copy_probes(config, bundle, chat, renumber)
         if skipped:

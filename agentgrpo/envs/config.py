@@ -101,6 +101,12 @@ class EnvConfig:
     (``<U1>``, ``<R2>``, ...) numbered by first appearance in the episode, and the environment
     gets the ids back (``agentgrpo.envs.delex``). None: the policy checkpoint's own choice (its
     ``agentgrpo.json``; off for a model without one)."""
+    delexicalise_places: bool | None = None
+    """With ``env.delexicalise``, places too are slots (the airline: airport codes, ``LGA`` → ``<A1>``;
+    the domain's ``place_kinds``), so a policy copies them from the user's request as it copies an
+    id rather than writing them from memory. Places can carry meaning (a city), so they are kept
+    apart from ``env.delexicalise``'s ids. None: the policy checkpoint's own choice (off for one
+    that records none)."""
     compat: Literal["tau_bench", "fixed"] | None = None
     """Tool semantics: τ-bench's quirks or τ²-bench's fixes; None = the source's default."""
     oracle_arithmetic: Literal["stated", "calculator", "quoted"] = "stated"
@@ -129,6 +135,7 @@ class EnvConfig:
             raise ValueError("env.data_dir is required when env.source=tau_bench")
         require(self.n_tasks >= 1, "env.n_tasks", self.n_tasks, "must be >= 1")
         require(self.train_worlds >= 1, "env.train_worlds", self.train_worlds, "must be >= 1")
+        self.check_view()
         total = self.splits.covered_seen + self.splits.uncovered_seen + self.splits.unseen
         if self.source == "generated" and self.n_tasks < total:
             raise ValueError(f"env.n_tasks ({self.n_tasks}) must be >= the split sizes' sum ({total})")
@@ -136,6 +143,12 @@ class EnvConfig:
             raise ValueError("τ-bench tasks have no structured scenario: set env.user.kind=llm")
         if self.splits.validation is None:
             self.splits.validation = DEFAULT_VALIDATION[self.source]
+
+    def check_view(self) -> None:
+        """A ConfigError if places are to be slots in a view whose ids are not (also once a
+        checkpoint's view is resolved: ``agentgrpo.policy.hf.resolve_view``)."""
+        require(not (self.delexicalise_places and self.delexicalise is False), "env.delexicalise_places",
+                self.delexicalise_places, "places are slots only in a delexicalised view: needs env.delexicalise=true")
 
     @property
     def user_temperature(self) -> float | None:

@@ -155,7 +155,8 @@ class Domain(Protocol):
     evaluation that draws held-out tasks) and ``check_data(env_config, prefix)`` (the files
     a job will read exist: the jobs' preflight). A domain whose tools take ids may declare
     them as ``id_kinds`` (a sequence of ``agentgrpo.envs.delex.IdKind``), which
-    ``env.delexicalise`` needs; one whose tools change its state may declare those as
+    ``env.delexicalise`` needs, and places its tools take as ``place_kinds``, which
+    ``env.delexicalise_places`` adds; one whose tools change its state may declare those as
     ``write_tools`` (tool names), which the training log's write shares need. One whose user
     answers confirmation requests by a rule may say why it declines one
     (``confirmation_faults(task, text)``, which ``eval --writes`` reports).
@@ -259,14 +260,22 @@ def make_env(bundle: EnvBundle, task: Task, config: EnvConfig, user_seed: int, m
 
 
 def id_kinds(config: EnvConfig, setting: str = "env.delexicalise") -> Sequence[IdKind]:
-    """The configured domain's id kinds (its ``id_kinds``), which delexicalisation replaces by
-    slots and ``rollout.copy_by_kind`` reads; a ConfigError naming ``setting`` if the domain
-    declares none."""
-    kinds = getattr(get_domain(config.domain), "id_kinds", None)
+    """The configured domain's id kinds (its ``id_kinds``, then its ``place_kinds`` with
+    ``env.delexicalise_places``), which delexicalisation replaces by slots and
+    ``rollout.copy_by_kind`` reads; a ConfigError naming ``setting`` if the domain declares none
+    (naming ``env.delexicalise_places`` if it declares no places)."""
+    domain = get_domain(config.domain)
+    kinds = getattr(domain, "id_kinds", None)
     if not kinds:
         raise ConfigError(f"{setting}=true is invalid: domain {config.domain!r} declares no id_kinds; "
                           f"set {setting}=false")
-    return kinds
+    if not config.delexicalise_places:
+        return kinds
+    places = getattr(domain, "place_kinds", None)
+    if not places:
+        raise ConfigError(f"env.delexicalise_places=true is invalid: domain {config.domain!r} declares no "
+                          "place_kinds; set env.delexicalise_places=false")
+    return (*kinds, *places)
 
 
 def write_tools(config: EnvConfig) -> frozenset[str] | None:

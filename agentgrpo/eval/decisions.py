@@ -18,6 +18,7 @@ when the tool is right; the most common confusions (oracle's tool → policy's).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -152,7 +153,7 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
     from agentgrpo.eval.tasks import eval_tasks
     from agentgrpo.policy.device import resolve_device
     from agentgrpo.policy.generate import generate_batch
-    from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
+    from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_view
     from agentgrpo.rollout.engine import copy_kinds
 
     tasks = eval_tasks(config)
@@ -162,10 +163,11 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
     chat = ChatFormat(tokenizer, domain.tool_schemas(), domain.policy,
                       prompt_style=read_agent_config(config.policy.init)["prompt_style"])
     rollout = config.rollout
+    policy_env = resolve_view(dataclasses.replace(config.env), config.policy.init)  # the policy's view of ids
     grammar = (chat.grammar(model.config.vocab_size, copy_values=rollout.copy_arguments,
-                            value_kinds=copy_kinds(rollout, config.env), evidence_only=rollout.copy_from_evidence)
+                            value_kinds=copy_kinds(rollout, policy_env), evidence_only=rollout.copy_from_evidence)
                if rollout.constrain_tool_calls else None)
-    kinds = id_kinds(config.env) if resolve_delexicalise(config.env.delexicalise, config.policy.init) else None
+    kinds = id_kinds(policy_env) if policy_env.delexicalise else None
     prompts: list[tuple[list[int], Decision]] = []
     episodes = oracle_failed = 0
     for job in tasks:

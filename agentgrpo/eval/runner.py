@@ -241,7 +241,7 @@ def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[
     from agentgrpo.agent.chat import ChatFormat
     from agentgrpo.agent.types import Trajectory
     from agentgrpo.policy.device import autocast, resolve_device
-    from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_delexicalise
+    from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_view
     from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine, copy_kinds
 
     if not jobs:
@@ -252,13 +252,13 @@ def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[
     chat = ChatFormat(tokenizer, domain.tool_schemas(), domain.policy,
                       prompt_style=read_agent_config(config.policy.init)["prompt_style"])
     rows = min(config.max_batch, config.rollout.max_batch or config.max_batch)
+    policy_env = resolve_view(dataclasses.replace(config.env), config.policy.init)  # the policy's view of ids
     engine = RolloutEngine(model, chat, dataclasses.replace(config.rollout, max_batch=rows),
-                           copy_kinds(config.rollout, config.env))
+                           copy_kinds(config.rollout, policy_env))
     user_client = llm_user_client(config.env.user)
-    delexicalise = resolve_delexicalise(config.env.delexicalise, config.policy.init)
-    specs = [EpisodeSpec(make_env(job.bundle, job.task, config.env, job.user_seed,
+    specs = [EpisodeSpec(make_env(job.bundle, job.task, policy_env, job.user_seed,
                                   max_steps=config.rollout.max_turns, user_client=user_client,
-                                  abort_on_endpoint_error=True, delexicalise=delexicalise),
+                                  abort_on_endpoint_error=True),
                          job.task.task_id, job.task.task_id, job.trial)
              for job in jobs]
 

@@ -36,7 +36,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -369,13 +369,16 @@ def load_eval_dir(out_dir: str | Path) -> tuple[Any, list[EpisodeRecord], dict[s
 def analyse_eval_dir(out_dir: str | Path) -> dict[str, Any]:
     """The write report of an evaluation directory, also written there as writes.json and writes.md."""
     from agentgrpo.envs.registry import get_domain, write_tools
+    from agentgrpo.policy.hf import resolve_view
 
     config, records, tasks = load_eval_dir(out_dir)
     tools = write_tools(config.env)
     if tools is None:
         raise DataError(f"{config.env.domain!r} declares no write_tools: nothing says which of its calls write")
     faults = getattr(get_domain(config.env.domain), "confirmation_faults", None)
-    analysis = analyse_writes(records, tasks, tools, config.env, faults)
+    # a delexicalised episode is played again in the view its policy read (its places as slots or not)
+    policy_env = resolve_view(replace(config.env), config.policy.init)
+    analysis = analyse_writes(records, tasks, tools, policy_env, faults)
     report = {"eval_dir": str(out_dir), "policy": config.policy.init, **analysis}
     out = Path(out_dir)
     (out / WRITES_JSON).write_text(json.dumps(report, indent=2))

@@ -20,7 +20,7 @@ import shutil
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from transformers import (
@@ -47,6 +47,9 @@ from agentgrpo.policy.presets import PRESETS, get_preset
 from agentgrpo.policy.settings import PolicyConfig
 from agentgrpo.policy.source import PolicySource, resolve_policy_source
 from agentgrpo.policy.tokenizer import END_OF_TEXT, IM_END, train_tokenizer
+
+if TYPE_CHECKING:
+    from agentgrpo.envs.config import EnvConfig
 
 
 def build_policy(
@@ -201,22 +204,32 @@ def read_agent_config(source: str | Path) -> dict[str, Any]:
     return config
 
 
-def resolve_delexicalise(requested: bool | None, source: str | Path) -> bool:
-    """Whether the policy from ``source`` reads a delexicalised world: ``requested`` (the
-    config's ``env.delexicalise``), or the checkpoint's own choice (its ``agentgrpo.json``) when
-    that is None; off for a built preset or a model that records none. A ConfigError naming
-    ``env.delexicalise`` when the config contradicts the checkpoint: its tokens mean ids in one
-    view and not the other."""
+def resolve_delexicalise(requested: bool | None, source: str | Path, key: str = "delexicalise") -> bool:
+    """Whether the policy from ``source`` reads a delexicalised world (``key``: ``delexicalise``,
+    or ``delexicalise_places`` for places as slots too): ``requested`` (the config's ``env.<key>``),
+    or the checkpoint's own choice (its ``agentgrpo.json``) when that is None; off for a built
+    preset or a model that records none (a checkpoint that records ``delexicalise`` and not
+    ``key`` was trained without it). A ConfigError naming ``env.<key>`` when the config
+    contradicts the checkpoint: its tokens mean ids in one view and not the other."""
     preset = PRESETS.get(str(source))
-    recorded = None if preset is not None and preset.kind == "built" else \
-        read_agent_config(source).get("delexicalise")
+    agent_config = {} if preset is not None and preset.kind == "built" else read_agent_config(source)
+    recorded = agent_config.get(key, False if "delexicalise" in agent_config else None)
     if requested is None:
         return bool(recorded)
     if recorded is not None and bool(recorded) != requested:
-        raise ConfigError(f"env.delexicalise={str(requested).lower()} is invalid: the policy {source} "
-                          f"was trained with delexicalise={str(bool(recorded)).lower()}; leave env.delexicalise "
+        raise ConfigError(f"env.{key}={str(requested).lower()} is invalid: the policy {source} "
+                          f"was trained with {key}={str(bool(recorded)).lower()}; leave env.{key} "
                           "unset to use the checkpoint's")
     return requested
+
+
+def resolve_view(env: EnvConfig, source: str | Path) -> EnvConfig:
+    """``env`` with ``delexicalise`` and ``delexicalise_places`` set to the view the policy from
+    ``source`` reads (``resolve_delexicalise`` of each; changed in place and returned)."""
+    env.delexicalise = resolve_delexicalise(env.delexicalise, source)
+    env.delexicalise_places = resolve_delexicalise(env.delexicalise_places, source, "delexicalise_places")
+    env.check_view()
+    return env
 
 
 def save_policy(model: Any, tokenizer: Any, out_dir: str | Path,

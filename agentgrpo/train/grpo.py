@@ -43,7 +43,7 @@ from agentgrpo.config import ConfigError, to_dict, to_yaml
 from agentgrpo.envs.registry import write_tools
 from agentgrpo.policy.device import model_device
 from agentgrpo.policy.forward import PolicyForward, TokenScores
-from agentgrpo.policy.hf import load_for_training, load_policy, read_agent_config, resolve_delexicalise, save_policy
+from agentgrpo.policy.hf import load_for_training, load_policy, read_agent_config, resolve_view, save_policy
 from agentgrpo.progress import progress_bar
 from agentgrpo.tracking import make_tracker
 from agentgrpo.train.batch import RolloutBatch, collate
@@ -82,7 +82,7 @@ class GRPOTrainer:
         """``task_refill(step)``: fresh training tasks for the frontier sampler's pool (a domain that
         generates tasks; a pure function of the step). Without it the pool is the training split."""
         self.config = cfg = config
-        cfg.env.delexicalise = resolve_delexicalise(cfg.env.delexicalise, cfg.policy.init)  # the SFT checkpoint's view
+        resolve_view(cfg.env, cfg.policy.init)  # the SFT checkpoint's view
         self.run_dir = Path(cfg.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         t = cfg.trainer

@@ -42,7 +42,7 @@ from agentgrpo.policy.hf import (
     load_for_training,
     prepare_for_training,
     read_agent_config,
-    resolve_delexicalise,
+    resolve_view,
     save_policy,
 )
 from agentgrpo.policy.lora import trainable_share
@@ -162,11 +162,11 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     given = to_yaml(config)  # config.yaml: the settings as given (env.delexicalise unresolved)
     torch.manual_seed(config.seed)
     # which oracle's demonstrations of which splits taught it (GRPO's demonstration term replays the same)
-    agent_config = {"prompt_style": resolve_prompt_style(config),
-                    "delexicalise": resolve_delexicalise(config.env.delexicalise, config.policy.init),
+    resolve_view(config.env, config.policy.init)
+    agent_config = {"prompt_style": resolve_prompt_style(config), "delexicalise": config.env.delexicalise,
+                    "delexicalise_places": config.env.delexicalise_places,
                     "oracle_arithmetic": config.env.oracle_arithmetic, "oracle_goal": config.env.oracle_goal,
                     "demonstrated_splits": list(config.data.splits)}
-    config.env.delexicalise = agent_config["delexicalise"]
     if config.data.permute_slots and not config.env.delexicalise:
         raise ConfigError("data.permute_slots=true renumbers delexicalised slots: it needs env.delexicalise=true")
     if _uses_slot_task(config) and not config.env.delexicalise:

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from agentgrpo.config import ConfigError
-from agentgrpo.envs.airline.spec import AIRLINE_ID_KINDS
+from agentgrpo.envs.airline.spec import AIRLINE_ID_KINDS, AIRPORT_KIND
+from agentgrpo.envs.airline.tasks.world import AIRPORTS
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.delex import (
     DelexEnv,
@@ -94,6 +95,49 @@ def test_tau_bench_ids_are_all_recognised(tau_bench_dir):
         assert all(re.fullmatch(rf"<{tag}\d+>", slot) for slot in out), (tag, [i for i, s in zip(ids, out)
                                                                               if not s.startswith(f"<{tag}")][:5])
         assert len(set(out)) == len(set(ids))
+
+
+def test_tau_bench_airports_are_all_places(tau_bench_dir):
+    """Every airport of τ-bench's flights is a place slot; the three capitals of a country, an
+    address's state or a zip are not (``USA``, ``NY``)."""
+    flights = json.loads((tau_bench_dir / "flights.json").read_text())
+    codes = sorted({f[end] for f in flights.values() for end in ("origin", "destination")})
+    assert codes == sorted(code for code, _ in AIRPORTS)
+    names = Delexicaliser([*AIRLINE_ID_KINDS, AIRPORT_KIND])
+    assert names.delex(" ".join(codes)).split() == [f"<A{i}>" for i in range(1, len(codes) + 1)]
+    users = json.loads((tau_bench_dir / "users.json").read_text())
+    address = json.dumps(next(iter(users.values()))["address"])
+    assert "USA" in address and names.delex(address) == address
+    fresh = Delexicaliser([*AIRLINE_ID_KINDS, AIRPORT_KIND])
+    assert fresh.delex("from JFK to ORD, not JFKX or XJFK, then JFK") == \
+        "from <A1> to <A2>, not JFKX or XJFK, then <A1>"
+
+
+def test_places_are_slots_only_on_request_and_only_beside_ids():
+    assert [k.tag for k in id_kinds(EnvConfig(delexicalise=True))] == ["F", "U", "P", "R"]
+    places = EnvConfig(delexicalise=True, delexicalise_places=True)
+    assert [k.tag for k in id_kinds(places)] == ["F", "U", "P", "R", "A"]
+    with pytest.raises(ConfigError, match="env.delexicalise_places=True is invalid: .*env.delexicalise=true"):
+        EnvConfig(delexicalise=False, delexicalise_places=True)
+    EnvConfig(delexicalise_places=True)  # the checkpoint's view decides env.delexicalise later
+
+
+def test_places_as_slots_leave_no_airport_code_and_replay(tmp_path):
+    """``env.delexicalise_places``: no demonstration shows an airport code; the user's trip, the
+    searches and the booking name the airports by slot, and the demonstrations replay through
+    ``DelexEnv`` to their reward."""
+    config = EnvConfig(delexicalise=True, delexicalise_places=True)
+    worlds = build_training_worlds(config)
+    demos = collect_demonstrations(worlds, config, ["covered_seen", "uncovered_seen"], 1, 0)
+    codes = re.compile(r"(?<![A-Za-z0-9_<])(?:" + "|".join(code for code, _ in AIRPORTS) + r")(?![A-Za-z0-9_>])")
+    assert not [d.task_id for d in demos if codes.search(json.dumps(d.messages[1:]))]
+    searches = [json.loads(call["function"]["arguments"]) for d in demos for m in d.messages
+                for call in m.get("tool_calls") or () if call["function"]["name"].startswith("search_")]
+    assert searches and all(re.fullmatch(r"<A\d+>", s["origin"]) and re.fullmatch(r"<A\d+>", s["destination"])
+                            for s in searches)
+    placed = [d for d in demos if "<A1>" in json.dumps(d.messages)]
+    assert any("from <A1> to <A2>" in m["content"] for d in placed for m in d.messages if m["role"] == "user")
+    _replay_demonstrations(config, worlds, placed)
 
 
 @pytest.fixture(scope="module")

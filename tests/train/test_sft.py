@@ -217,28 +217,37 @@ def test_copy_weight_weighs_the_copied_values_and_the_loss_is_their_weighted_mea
     assert loss == pytest.approx(nll / weight, rel=1e-4)
 
 
-def test_delexicalised_sft_records_its_view_and_evaluation_plays_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("places", [False, True])
+def test_delexicalised_sft_records_its_view_and_evaluation_plays_it(tmp_path, monkeypatch, places):
     """``env.delexicalise``: the demonstrations hold slots, each slot is one token of the built
     tokenizer, the checkpoint records the view, and an evaluation of it (which does not say
-    ``env.delexicalise``) plays its episodes through the same view."""
+    ``env.delexicalise``) plays its episodes through the same view. With
+    ``env.delexicalise_places`` the airports are slots too, in every one of those steps."""
     config = load_config(SFTConfig, [
         *SMALL_ENV_OVERRIDES, f"run_dir={tmp_path / 'sft'}", "data.demos_per_task=1", "trainer.epochs=1",
         "trainer.batch_size=4", "trainer.micro_batch_size=2", "progress=false", "env.delexicalise=true",
-        "data.tokenizer_split=id", "data.copy_check_tasks=4",
+        "data.tokenizer_split=id", "data.copy_check_tasks=4", f"env.delexicalise_places={str(places).lower()}",
     ], defaults="sft.yaml")
     final = train_sft(config)
     assert read_agent_config(final)["delexicalise"] is True
+    assert read_agent_config(final)["delexicalise_places"] is places
     stats = json.loads((tmp_path / "sft" / "sft_stats.json").read_text())
     assert stats["copy_check"]["sft/copy_ids"] >= 4  # the copied values are slots now
     _, tokenizer = load_policy(final)
-    assert all(len(tokenizer.encode(slot, add_special_tokens=False)) == 1 for slot in ("<U1>", "<R16>", "<F48>"))
+    slots = ("<U1>", "<R16>", "<F48>", *(("<A1>", "<A20>") if places else ()))
+    assert all(len(tokenizer.encode(slot, add_special_tokens=False)) == 1 for slot in slots)
+    assert len(tokenizer.encode("<A1>", add_special_tokens=False)) > 1 or places  # no airport slots without them
     assert resolve_delexicalise(None, final) is True  # unset: the checkpoint's own
+    assert resolve_delexicalise(None, final, "delexicalise_places") is places
     with pytest.raises(ConfigError, match="env.delexicalise=false is invalid"):
         resolve_delexicalise(False, final)
+    with pytest.raises(ConfigError, match=f"env.delexicalise_places={str(not places).lower()} is invalid"):
+        resolve_delexicalise(not places, final, "delexicalise_places")
     # GRPO from the checkpoint takes its view too (and records it in its config)
     grpo = GRPOTrainer(load_config(GRPOConfig, [*SMALL_ENV_OVERRIDES, f"policy.init={final}",
                                                 f"run_dir={tmp_path / 'grpo'}"], defaults="grpo.yaml"))
     assert grpo.config.env.delexicalise is True
+    assert grpo.config.env.delexicalise_places is places
 
     from agentgrpo.envs.delex import DelexEnv
     from agentgrpo.eval import runner
@@ -256,6 +265,7 @@ def test_delexicalised_sft_records_its_view_and_evaluation_plays_it(tmp_path, mo
                                            "progress=false", "rollout.max_turns=4"], defaults="eval.yaml")
     evaluate(eval_config)
     assert len(made) == 4 and all(isinstance(env, DelexEnv) for env in made)
+    assert all(("A" in env.names.kinds) is places for env in made)
 
 
 def test_openings_are_the_demonstrations_up_to_their_first_reply_and_join_sft(tmp_path):

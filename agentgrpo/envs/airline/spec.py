@@ -17,6 +17,7 @@ from agentgrpo.envs.airline.simulation import dialogue
 from agentgrpo.envs.airline.simulation.oracle import OracleAgent
 from agentgrpo.envs.airline.simulation.plans import oracle_agent
 from agentgrpo.envs.airline.simulation.scenario import Scenario
+from agentgrpo.envs.airline.tasks.world import AIRPORTS
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.delex import IdKind
 from agentgrpo.envs.registry import EnvBundle
@@ -35,7 +36,14 @@ profile holds a few reservations and payment methods; searches list up to a few 
 Each names the tool arguments that take its ids (every argument of the 14 tools that holds an id)."""
 
 
-_SLOT = re.compile(rf"<[{''.join(kind.tag for kind in AIRLINE_ID_KINDS)}][1-9][0-9]*>")
+AIRPORT_KIND = IdKind("A", "(?:" + "|".join(code for code, _ in AIRPORTS) + ")", len(AIRPORTS),
+                      ("origin", "destination"))
+"""What ``env.delexicalise_places`` also replaces by slots in the airline: airport codes (``LGA`` →
+``<A1>``). The generated worlds' 20 airports, which are also τ-bench's: a closed list, since three
+capitals also spell a country (``USA``) or a word. Their arguments are the searches' and the
+booking's ``origin`` and ``destination``."""
+
+_SLOT = re.compile(rf"<[{''.join(kind.tag for kind in (*AIRLINE_ID_KINDS, AIRPORT_KIND))}][1-9][0-9]*>")
 """A slot of ``env.delexicalise`` (``<R1>``): an id the transcript does not show."""
 _ID_ENTITIES = tuple(argument for kind in AIRLINE_ID_KINDS for argument in kind.arguments)
 
@@ -47,6 +55,7 @@ class AirlineDomainSpec:
     tool_names: frozenset[str] = AirlineDomain.tool_names
     write_tools: frozenset[str] = AirlineDomain.write_tools
     id_kinds: tuple[IdKind, ...] = AIRLINE_ID_KINDS
+    place_kinds: tuple[IdKind, ...] = (AIRPORT_KIND,)
 
     def check_config(self, config: EnvConfig) -> None:
         factory.check_config(config)
