@@ -163,6 +163,26 @@ def test_replaying_a_delexicalised_demonstration_solves_the_task(delex_demos):
     _replay_demonstrations(*delex_demos)
 
 
+def test_process_reward_reads_slots_as_the_ids_they_stand_for(delex_demos):
+    """PRM-Lite scores a delexicalised demonstration by the rules its real-id twin fires: no id
+    becomes a placeholder (P1/P2) and the data chain (B2/B3) holds on the same calls. Only the
+    think bonus may move, as a slot is shorter than its id and text length decides a think step."""
+    from agentgrpo.rewards.prm_lite import PRMLite
+
+    config, worlds, demos = delex_demos
+    real = collect_demonstrations(worlds, EnvConfig(train_worlds=2), ["covered_seen", "uncovered_seen"], 1, 0)
+    assert [d.task_id for d in real] == [d.task_id for d in demos]
+    prm = PRMLite()
+    chain = 0
+    for twin, demo in zip(real, demos):
+        ours, theirs = prm.score_messages(demo.messages), prm.score_messages(twin.messages)
+        without_b5 = [[[r for r in rules if r != "B5"] for rules in result.fired_per_step] for result in (ours, theirs)]
+        assert without_b5[0] == without_b5[1], demo.task_id
+        assert not {"P1", "P2"} & set(ours.fired)
+        chain += sum(r in ("B2", "B3") for r in ours.fired)
+    assert chain >= len(demos)
+
+
 @pytest.mark.parametrize("arithmetic", ["calculator", "quoted"])
 def test_calculator_demonstrations_through_the_config_replay_too(arithmetic):
     """``env.oracle_arithmetic=calculator`` (and ``quoted``) reaches the demonstrations: the oracle's
