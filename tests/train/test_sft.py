@@ -64,9 +64,9 @@ def test_sft_lowers_the_loss_and_saves_a_self_describing_checkpoint(tmp_path):
     assert [point["epoch"] for point in check["curve"]] == [0, 1, 2] and check["sft/copy_ids"] > 16
     assert 0 <= check["sft/copy_id_acc"] <= check["sft/copy_token_acc"] <= 1
     assert 0 < stats["label_tokens"] < stats["tokens"]
-    assert read_agent_config(final) == {"prompt_style": "compact", "delexicalise": False, "oracle_arithmetic": "stated",
-                                        "oracle_goal": False,
-                                        "demonstrated_splits": ["covered_seen"]}
+    assert read_agent_config(final) == {"prompt_style": "compact", "delexicalise": False,
+                                        "delexicalise_places": False, "oracle_arithmetic": "stated",
+                                        "oracle_goal": False, "demonstrated_splits": ["covered_seen"]}
     model, tokenizer = load_policy(final)
     assert tokenizer.chat_template and model.config.vocab_size == len(tokenizer)
 
