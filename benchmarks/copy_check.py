@@ -20,7 +20,6 @@ pretrained copy circuit sets before any training.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import random
 import sys
 import time
@@ -54,7 +53,7 @@ def main() -> None:
     config = load_config(SFTConfig, [f"data.copy_check_tasks={args.tasks}", "run_dir=runs/bench/copy_check"],
                          defaults="sft.yaml")
     bundle = build_env(config.env)
-    requested = dataclasses.replace(config.env)  # each policy's own view when unset
+    requested = config.env  # each policy's own view when unset
     print("| policy | ids | token acc | id acc | first-token acc | continuation acc | seconds |")
     print("|---|---|---|---|---|---|---|")
     scores = {}
@@ -68,7 +67,7 @@ def main() -> None:
             raise SystemExit(f"{source}: {e}") from None
         style = "compact" if preset is not None else read_agent_config(source)["prompt_style"]
         chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style=style)
-        config.env = resolve_view(dataclasses.replace(requested), source)  # the probes in the policy's view
+        config.env = resolve_view(requested, source)  # the probes in the policy's view
         renumber = random.Random(0) if args.renumber_slots and config.env.delexicalise else None
         probes, skipped = copy_probes(config, bundle, chat, renumber)
         if skipped:

@@ -18,7 +18,6 @@ when the tool is right; the most common confusions (oracle's tool → policy's).
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -163,7 +162,7 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
     chat = ChatFormat(tokenizer, domain.tool_schemas(), domain.policy,
                       prompt_style=read_agent_config(config.policy.init)["prompt_style"])
     rollout = config.rollout
-    policy_env = resolve_view(dataclasses.replace(config.env), config.policy.init)  # the policy's view of ids
+    policy_env = resolve_view(config.env, config.policy.init)  # the policy's view of ids
     grammar = (chat.grammar(model.config.vocab_size, copy_values=rollout.copy_arguments,
                             value_kinds=copy_kinds(rollout, policy_env), evidence_only=rollout.copy_from_evidence)
                if rollout.constrain_tool_calls else None)

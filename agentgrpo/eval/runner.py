@@ -252,7 +252,7 @@ def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[
     chat = ChatFormat(tokenizer, domain.tool_schemas(), domain.policy,
                       prompt_style=read_agent_config(config.policy.init)["prompt_style"])
     rows = min(config.max_batch, config.rollout.max_batch or config.max_batch)
-    policy_env = resolve_view(dataclasses.replace(config.env), config.policy.init)  # the policy's view of ids
+    policy_env = resolve_view(config.env, config.policy.init)  # the policy's view of ids
     engine = RolloutEngine(model, chat, dataclasses.replace(config.rollout, max_batch=rows),
                            copy_kinds(config.rollout, policy_env))
     user_client = llm_user_client(config.env.user)

@@ -36,7 +36,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -377,7 +377,7 @@ def analyse_eval_dir(out_dir: str | Path) -> dict[str, Any]:
         raise DataError(f"{config.env.domain!r} declares no write_tools: nothing says which of its calls write")
     faults = getattr(get_domain(config.env.domain), "confirmation_faults", None)
     # a delexicalised episode is played again in the view its policy read (its places as slots or not)
-    policy_env = resolve_view(replace(config.env), config.policy.init)
+    policy_env = resolve_view(config.env, config.policy.init)
     analysis = analyse_writes(records, tasks, tools, policy_env, faults)
     report = {"eval_dir": str(out_dir), "policy": config.policy.init, **analysis}
     out = Path(out_dir)

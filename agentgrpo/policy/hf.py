@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import uuid
@@ -224,12 +225,12 @@ def resolve_delexicalise(requested: bool | None, source: str | Path, key: str = 
 
 
 def resolve_view(env: EnvConfig, source: str | Path) -> EnvConfig:
-    """``env`` with ``delexicalise`` and ``delexicalise_places`` set to the view the policy from
-    ``source`` reads (``resolve_delexicalise`` of each; changed in place and returned)."""
-    env.delexicalise = resolve_delexicalise(env.delexicalise, source)
-    env.delexicalise_places = resolve_delexicalise(env.delexicalise_places, source, "delexicalise_places")
-    env.check_view()
-    return env
+    """A copy of ``env`` with ``delexicalise`` and ``delexicalise_places`` set to the view the
+    policy from ``source`` reads (``resolve_delexicalise`` of each; the copy's checks run again,
+    ``EnvConfig.check_view`` among them)."""
+    return dataclasses.replace(
+        env, delexicalise=resolve_delexicalise(env.delexicalise, source),
+        delexicalise_places=resolve_delexicalise(env.delexicalise_places, source, "delexicalise_places"))
 
 
 def save_policy(model: Any, tokenizer: Any, out_dir: str | Path,

@@ -82,7 +82,7 @@ class GRPOTrainer:
         """``task_refill(step)``: fresh training tasks for the frontier sampler's pool (a domain that
         generates tasks; a pure function of the step). Without it the pool is the training split."""
         self.config = cfg = config
-        resolve_view(cfg.env, cfg.policy.init)  # the SFT checkpoint's view
+        cfg.env = resolve_view(cfg.env, cfg.policy.init)  # the SFT checkpoint's view
         self.run_dir = Path(cfg.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         t = cfg.trainer

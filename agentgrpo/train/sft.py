@@ -162,7 +162,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     given = to_yaml(config)  # config.yaml: the settings as given (env.delexicalise unresolved)
     torch.manual_seed(config.seed)
     # which oracle's demonstrations of which splits taught it (GRPO's demonstration term replays the same)
-    resolve_view(config.env, config.policy.init)
+    config.env = resolve_view(config.env, config.policy.init)
     agent_config = {"prompt_style": resolve_prompt_style(config), "delexicalise": config.env.delexicalise,
                     "delexicalise_places": config.env.delexicalise_places,
                     "oracle_arithmetic": config.env.oracle_arithmetic, "oracle_goal": config.env.oracle_goal,
