@@ -17,7 +17,10 @@ episodes are left out. The report (``writes.json``, ``writes.md``) has:
    ``confirmation_faults(task, text)``: the airline's scripted user), the confirmation requests
    of the failed write episodes and their faults (``missing <type>``, ``other <type>``, ``no
    keyword``, ``missing name``), per family: a wrong total shows as ``other amount``;
-5. whether the request was read: the agent's first message to the user after its first tool
+5. calls named for another tool's arguments: a call carrying an argument its tool does not take,
+   all of which another tool takes (``misnamed_calls``; every tool, not only the writes): the
+   name chosen wrong, the arguments those of the intended call, per pair and per family;
+6. whether the request was read: the agent's first message to the user after its first tool
    result (in the airline, the question after the profile), per family the most common one and
    its share, and in how many families one message leads. One question that leads in every
    family (the one of the commonest request) says the policy acts before it reads the request.
@@ -215,13 +218,57 @@ ConfirmationFaults = Callable[["Task", str], "list[str] | None"]
 a write (empty: it would not), None when the message asks none or the task wants no write."""
 
 
+def tool_parameters(schemas: Sequence[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
+    """Each tool's parameter names, from OpenAI function schemas (``domain.tool_schemas()``)."""
+    return {schema["function"]["name"]: frozenset(schema["function"].get("parameters", {}).get("properties", {}))
+            for schema in schemas}
+
+
+def tools_fitting(name: str, arguments: Collection[str], parameters: Mapping[str, frozenset[str]]) -> list[str]:
+    """For a call of ``name`` with an argument ``name`` does not take: the other tools that take
+    every one of ``arguments``, the closest (Jaccard of the names) first, ties kept, sorted; [] for a
+    call its tool's parameters cover, a tool ``parameters`` lacks, or arguments no tool takes."""
+    keys = frozenset(arguments)
+    if not keys or name not in parameters or keys <= parameters[name]:
+        return []
+    fits = {tool: len(keys) / len(taken) for tool, taken in parameters.items() if tool != name and keys <= taken}
+    if not fits:
+        return []
+    best = max(fits.values())
+    return sorted(tool for tool, score in fits.items() if score == best)
+
+
+def misnamed_calls(records: Sequence[EpisodeRecord], parameters: Mapping[str, frozenset[str]]) -> dict[str, Any]:
+    """The tool calls of ``records`` whose arguments fit another tool and not the named one
+    (``tools_fitting``): their number among all calls, per ``"<name> for <fitting tools>"`` and
+    per family (calls, misnamed)."""
+    calls = misnamed = 0
+    pairs: Counter[str] = Counter()
+    by_family: dict[str, list[int]] = {}
+    for record in records:
+        row = by_family.setdefault(record.family, [0, 0])
+        for step in parse_messages(record.messages).steps:
+            if step.kind != "tool":
+                continue
+            calls += 1
+            row[0] += 1
+            fits = tools_fitting(step.name, step.arguments, parameters)
+            if fits:
+                misnamed += 1
+                row[1] += 1
+                pairs[f"{step.name} for {'/'.join(fits)}"] += 1
+    return {"calls": calls, "misnamed": misnamed, "pairs": dict(pairs.most_common()),
+            "by_family": {family: {"calls": n, "misnamed": m} for family, (n, m) in sorted(by_family.items()) if m}}
+
+
 def analyse_writes(records: Sequence[EpisodeRecord], tasks: Mapping[str, EvalTask],
                    write_tools: Collection[str], env: EnvConfig | None = None,
                    confirmation_faults: ConfirmationFaults | None = None) -> dict[str, Any]:
     """The report (see the module docstring) of ``records`` (aborted ones skipped), whose tasks
     ``tasks`` maps by id; a record of a task not there is a DataError. ``env``: the evaluation's
     environment settings (without them a delexicalised episode is ``unreplayable``);
-    ``confirmation_faults``: the domain's, for the report's ``confirmations`` (None without)."""
+    ``confirmation_faults``: the domain's, for the report's ``confirmations`` (None without).
+    The tools' parameters (``misnamed``) are read from the first task's domain."""
     missing = sorted({r.task_id for r in records if r.task_id not in tasks})
     if missing:
         raise DataError(f"transcripts hold task(s) {missing[:3]} that the saved config does not evaluate")
@@ -240,6 +287,8 @@ def analyse_writes(records: Sequence[EpisodeRecord], tasks: Mapping[str, EvalTas
             "unneeded_writes": _unneeded_writes(episodes),
             "confirmations": None if confirmation_faults is None else _confirmations(
                 [r for r, e in zip(finished, episodes) if e.outcome is not None], tasks, confirmation_faults),
+            "misnamed": misnamed_calls(finished, tool_parameters(
+                next(iter(tasks.values())).bundle.domain.tool_schemas()) if tasks else {}),
             "first_replies": first_replies(finished),
             "second_replies": first_replies(finished, tool_results=2, chars=SECOND_REPLY_CHARS)}
 
@@ -410,6 +459,7 @@ def writes_markdown(report: Mapping[str, Any]) -> str:
               f"{_number(failed['median_turn_first_rejected'])}.", ""]
     lines += _unneeded_table(report["unneeded_writes"])
     lines += _confirmation_lines(report.get("confirmations"))
+    lines += _misnamed_lines(report.get("misnamed"))
     lines += _first_reply_lines(report.get("first_replies"), "The first reply after a tool result",
                                 "The agent's first message to the user after its first tool result (in the "
                                 "airline, what it asks after reading the profile)")
@@ -432,6 +482,27 @@ def _first_reply_lines(replies: Mapping[str, Any] | None, title: str, what: str)
     for family, row in families.items():
         lines.append(f"| {family} | {row['episodes']} | {_cell(row['reply']) or '(none)'} | {row['count']} |")
     return lines
+
+
+MISNAMED_SHOWN = 8
+"""Pairs (named tool, fitting tools) listed in writes.md; writes.json has them all."""
+
+
+def _misnamed_lines(misnamed: Mapping[str, Any] | None) -> list[str]:
+    if not misnamed or not misnamed["calls"]:
+        return []
+    lines = ["", "## Calls named for another tool's arguments", "",
+             f"{misnamed['misnamed']} of {misnamed['calls']} tool calls carry an argument the named tool does not "
+             "take, all of which another tool takes: the name chosen wrong, the arguments those of the call "
+             "intended (every tool, reads included).", ""]
+    if not misnamed["misnamed"]:
+        return lines[:-1]
+    lines += ["| named | arguments fit | calls |", "|---|---|---|"]
+    for pair, n in list(misnamed["pairs"].items())[:MISNAMED_SHOWN]:
+        named, fits = pair.split(" for ", 1)
+        lines.append(f"| {named} | {fits} | {n} |")
+    families = "; ".join(f"{family} {row['misnamed']}/{row['calls']}" for family, row in misnamed["by_family"].items())
+    return [*lines, "", f"Per family (misnamed/calls): {families}."]
 
 
 def _confirmation_lines(confirmations: Mapping[str, Any] | None) -> list[str]:

@@ -24,6 +24,9 @@ from agentgrpo.eval.writes import (
     first_replies,
     first_reply,
     load_eval_dir,
+    misnamed_calls,
+    tool_parameters,
+    tools_fitting,
 )
 
 ENV = EnvConfig(n_tasks=30, splits=SplitConfig(covered_seen=6, uncovered_seen=8, unseen=4))
@@ -230,3 +233,37 @@ def test_first_replies_say_whether_the_request_was_read(oracle_dir):
     assert same["leading"] == {"reply": "Which reservation needs bags?",
                                "families": ["add_bags", "cancel_refused", "info_upcoming_count"]}
     assert same["families"]["add_bags"] == {"episodes": 1, "reply": "Which reservation needs bags?", "count": 1}
+
+
+def test_calls_named_for_another_tools_arguments(oracle_dir):
+    _, records, by_id = load_eval_dir(oracle_dir)
+    parameters = tool_parameters(next(iter(by_id.values())).bundle.domain.tool_schemas())
+    assert parameters["send_certificate"] == {"user_id", "amount"} and len(parameters) == 14
+    assert tools_fitting("book_reservation", ["user_id", "amount"], parameters) == ["send_certificate"]
+    assert tools_fitting("send_certificate", ["reservation_id", "cabin", "flights", "payment_id"],
+                         parameters) == ["update_reservation_flights"]
+    # a reservation id fits five tools; the closest two (it is their only parameter) are named
+    assert tools_fitting("search_direct_flight", ["reservation_id"], parameters) == [
+        "cancel_reservation", "get_reservation_details"]
+    for name, arguments in [("cancel_reservation", ["reservation_id"]),  # a right call
+                            ("update_reservation_flights", ["reservation_id"]),  # arguments missing, not misnamed
+                            ("cancel_reservation", ["reservation_id", "bogus"]),  # no tool takes "bogus"
+                            ("no_such_tool", ["reservation_id"]), ("cancel_reservation", [])]:
+        assert tools_fitting(name, arguments, parameters) == [], (name, arguments)
+
+    oracle = misnamed_calls(records, parameters)
+    assert oracle["misnamed"] == 0 and oracle["pairs"] == {} and oracle["by_family"] == {}
+    assert oracle["calls"] == sum(len(m.get("tool_calls") or []) for r in records for m in r.messages)
+
+    task = next(t for t in by_id.values() if t.task.family == "compensation_delayed")
+    user_id = next(a.kwargs["user_id"] for a in task.task.actions if a.name == "send_certificate")
+    calls = [("get_user_details", {"user_id": user_id}), ("book_reservation", {"user_id": user_id, "amount": 100}),
+             ("get_reservation_details", {"user_id": user_id})]
+    record = replace(next(r for r in records if r.task_id == task.task.task_id), messages=_scripted(task, calls))
+    report = misnamed_calls([record], parameters)
+    assert (report["calls"], report["misnamed"]) == (3, 2)
+    assert report["pairs"] == {"book_reservation for send_certificate": 1,
+                               "get_reservation_details for get_user_details": 1}
+    assert report["by_family"] == {"compensation_delayed": {"calls": 3, "misnamed": 2}}
+    assert analyse_eval_dir(oracle_dir)["misnamed"] == oracle
+    assert "0 of" in (oracle_dir / "writes.md").read_text().split("## Calls named for another tool's arguments")[1]
