@@ -99,6 +99,14 @@ def copy_spans(chat: ChatFormat, example: SFTExample, messages: list[dict[str, A
     return find_copy_spans(example, [chat.encode(v) for v in copied_values(messages)])
 
 
+def tool_name_spans(chat: ChatFormat, example: SFTExample, messages: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Token ranges in ``example`` (rendered from ``messages``) of its assistant calls' tool names,
+    in order (found as ``find_copy_spans`` finds values)."""
+    names = [call["function"]["name"] for message in messages if message.get("role") == "assistant"
+             for call in message.get("tool_calls") or []]
+    return find_copy_spans(example, [chat.encode(name) for name in names])
+
+
 def copy_probes(config: SFTConfig, bundle: EnvBundle, chat: ChatFormat,
                 renumber: random.Random | None = None) -> tuple[list[CopyProbe], str | None]:
     """The copy check's probes: one oracle demonstration of each of ``data.copy_check_tasks``
@@ -136,19 +144,22 @@ class LabelWeights:
 
     ``copy`` (``trainer.copy_weight``): the tokens of every value an assistant call copies from its
     context (``copied_values``: ids, slots, dates), the ones a policy in a new world must get from
-    its context rather than from what it learnt. ``opening`` (``trainer.opening_weight``): every
+    its context rather than from what it learnt. ``tool_name`` (``trainer.tool_name_weight``): the
+    tokens of every assistant call's tool name (``tool_name_spans``). ``opening`` (``trainer.opening_weight``): every
     assistant message up to and including the first reply after a tool result (the opening that
     ``demonstration_openings`` cuts: the first read, its reason, and the question after it).
     ``first_reply`` (``trainer.first_reply_weight``): that first reply alone. Where spans overlap,
-    the later in this order wins: opening, copy, first reply."""
+    the later in this order wins: opening, copy, tool name, first reply."""
     copy: float = 1.0
+    tool_name: float = 1.0
     first_reply: float = 1.0
     opening: float = 1.0
 
     @classmethod
     def of(cls, trainer: SFTTrainerConfig) -> LabelWeights:
         """The weights an SFT trainer config (``SFTConfig.trainer``) asks for."""
-        return cls(copy=trainer.copy_weight, first_reply=trainer.first_reply_weight, opening=trainer.opening_weight)
+        return cls(copy=trainer.copy_weight, tool_name=trainer.tool_name_weight,
+                   first_reply=trainer.first_reply_weight, opening=trainer.opening_weight)
 
 
 def _weighted_spans(chat: ChatFormat, example: SFTExample, messages: list[dict[str, Any]],
@@ -165,6 +176,8 @@ def _weighted_spans(chat: ChatFormat, example: SFTExample, messages: list[dict[s
         spans += [(*span, weights.opening) for span in turns.values()]
     if weights.copy != 1.0:
         spans += [(start, end, weights.copy) for start, end in copy_spans(chat, example, messages)]
+    if weights.tool_name != 1.0:
+        spans += [(start, end, weights.tool_name) for start, end in tool_name_spans(chat, example, messages)]
     if weights.first_reply != 1.0 and reply in turns:
         spans.append((*turns[reply], weights.first_reply))
     return spans

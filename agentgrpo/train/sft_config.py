@@ -101,6 +101,11 @@ class SFTTrainerConfig:
     slots, dates: ``agentgrpo.train.copy_check.copied_values``); every other labelled token
     weighs 1. The loss is the weighted mean, so this shifts the gradient toward reading values
     from the context without changing its scale."""
+    tool_name_weight: float = 1.0
+    """Loss weight of the tokens of every assistant call's tool name: the call's first decision,
+    a token or two among the dozens of its arguments, where an SFT policy writes a frequent name
+    over the arguments of the call it means (``eval --writes``' misnamed calls). A weighted mean,
+    like ``copy_weight``."""
     first_reply_weight: float = 1.0
     """Loss weight of the tokens of each demonstration's first message to the user after its first
     tool result (``agentgrpo.envs.transcript.first_reply_index``: in the airline, what the request
@@ -157,6 +162,7 @@ class SFTTrainerConfig:
         require(self.weight_decay >= 0, "trainer.weight_decay", self.weight_decay, "must be >= 0")
         require(self.max_grad_norm > 0, "trainer.max_grad_norm", self.max_grad_norm, "must be > 0")
         require(self.copy_weight > 0, "trainer.copy_weight", self.copy_weight, "must be > 0")
+        require(self.tool_name_weight > 0, "trainer.tool_name_weight", self.tool_name_weight, "must be > 0")
         require(self.first_reply_weight > 0, "trainer.first_reply_weight", self.first_reply_weight, "must be > 0")
         require(self.opening_weight > 0, "trainer.opening_weight", self.opening_weight, "must be > 0")
         if self.copy_warmup_task == "slot":

@@ -217,6 +217,21 @@ def test_copy_weight_weighs_the_copied_values_and_the_loss_is_their_weighted_mea
     assert loss == pytest.approx(nll / weight, rel=1e-4)
 
 
+def test_tool_name_weight_weighs_each_calls_name_and_nothing_else(tiny_policy_dir):
+    model, chat, demos, plain, weighted = _examples_plain_and_weighted(tiny_policy_dir, tool_name=4.0)
+    for demo, a, b in zip(demos, plain, weighted):
+        assert (a.input_ids, a.labels) == (b.input_ids, b.labels)
+        names = [c["function"]["name"] for m in demo.messages if m["role"] == "assistant"
+                 for c in m.get("tool_calls") or []]
+        heavy = [t for t, w in enumerate(b.label_weights()) if w == 4.0]
+        # every call's name, in order, and only its tokens
+        assert names and "".join(chat.tokenizer.decode([b.input_ids[t] for t in heavy]).split()) == "".join(names)
+        assert len(heavy) == sum(len(chat.encode(n)) for n in names)
+        assert all(b.labels[t] != -100 for t in heavy) and set(b.label_weights()) <= {0.0, 1.0, 4.0}
+    with pytest.raises(ConfigError, match="trainer.tool_name_weight"):
+        load_config(SFTConfig, ["trainer.tool_name_weight=0"], defaults="sft.yaml")
+
+
 @pytest.mark.parametrize("places", [False, True])
 def test_delexicalised_sft_records_its_view_and_evaluation_plays_it(tmp_path, monkeypatch, places):
     """``env.delexicalise``: the demonstrations hold slots, each slot is one token of the built
