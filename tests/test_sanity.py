@@ -89,11 +89,14 @@ collate = grpo_module.collate
 @pytest.mark.parametrize("target, planted", [("get_advantage_estimator", negated_estimator),
                                              ("collate", mask_shifted_collate)])
 def test_sanity_fails_on_a_planted_bug(tmp_path, monkeypatch, target, planted):
+    """On the check's default seeds (0, 1). With the mask a token late the key still leaks into the
+    loss through the next token's softmax: seed 0 learnt it at step 11 (last 4 steps 0.82), seeds
+    1-3 did not (0.20, 0.01, 0.35), so one seed is not enough to catch it."""
     monkeypatch.setattr(grpo_module, target, planted)
-    report = run_sanity(tmp_path, seeds=[0], arms=["real"], echo=lambda line: None)
-    [real] = report.arms
-    assert not report.passed and not real.passed
-    assert real.last < 0.8 and math.isfinite(real.z)
+    report = run_sanity(tmp_path, arms=["real"], echo=lambda line: None)
+    assert report.seeds == [0, 1] and not report.passed
+    failed = [arm for arm in report.arms if not arm.passed]
+    assert failed and all(arm.last < 0.8 and math.isfinite(arm.z) for arm in failed)
 
 
 def test_cli_help_and_bad_input(tmp_path, capsys):
