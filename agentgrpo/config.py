@@ -225,7 +225,8 @@ def _convert(hint: Any, value: Any, key: str) -> Any:
                 return _convert(option, value, key)
             except ConfigError as e:
                 errors.append(str(e))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: {value!r} fits none of {args}")
+        raise ConfigError(errors[0] if len(errors) == 1 else
+                          f"{key}: invalid value {value!r}, expected {' or '.join(map(_describe_type, args))}")
     if origin is Literal:
         if isinstance(value, bool) and value not in args:  # YAML 1.1 reads a bare off/on/no/yes as a bool
             words = [a for a in args if isinstance(a, str) and a.lower() in _YAML_BOOL_WORDS[value]]
@@ -253,6 +254,13 @@ def _convert(hint: Any, value: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a mapping, got {value!r}")
         return dict(value)
     return _convert_scalar(hint, value, key)
+
+
+def _describe_type(hint: Any) -> str:
+    """A schema type as an error message names it: ``a bool``, ``one of ['auto']``."""
+    if typing.get_origin(hint) is Literal:
+        return f"one of {list(typing.get_args(hint))}"
+    return "null" if hint is type(None) else f"a {getattr(hint, '__name__', hint)}"
 
 
 def _convert_scalar(hint: Any, value: Any, key: str) -> Any:

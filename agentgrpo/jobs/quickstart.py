@@ -69,17 +69,17 @@ QUICKSTART_DEFAULTS: dict[str, list[str]] = {
 SAMPLER_OLD_LOGPROBS = "trainer.old_logprobs=rollout"
 SMOLLM2_OVERRIDES: dict[str, list[str]] = {
     # SmolLM2-135M-Instruct, every weight trained, on the tiny preset's data (12 worlds, ids as slots):
-    # 2 epochs at 5e-5 in batches of 4 (184 steps), the compact prompt, bfloat16 autocast on the CPU
-    # (2-3x faster steps where the CPU has native bf16, float32 weights and updates), and the oracle
+    # 2 epochs at 5e-5 in batches of 4 (184 steps), the compact prompt, bfloat16 autocast on a CPU with native
+    # bf16 (2-3x faster steps there, ~10x slower where it is emulated; float32 weights and updates), and the oracle
     # that gets every sum it states from the calculate tool (docs/results/write-levers.md §7-8).
     "sft": ["policy.init=smollm2-135m", "prompt_style=compact", "env.oracle_arithmetic=calculator",
             "trainer.epochs=2", "trainer.lr=5.0e-5", "trainer.batch_size=4", "trainer.micro_batch_size=1",
-            "data.copy_check_tasks=0", "policy.cpu_autocast=true"],
+            "data.copy_check_tasks=0", "policy.cpu_autocast=auto"],
     # a 135M model's step at the tiny preset's sizes, one row per micro-batch, a lower learning rate for
     # a pretrained model; the old log-probs recomputed (in place of the sampler's, as measured)
     "grpo": ["trainer.micro_batch_size=1", "rollout.max_batch=16", "trainer.lr=2.0e-5",
-             "trainer.old_logprobs=recompute", "policy.cpu_autocast=true"],
-    "eval": ["max_batch=32", "policy.cpu_autocast=true"],
+             "trainer.old_logprobs=recompute", "policy.cpu_autocast=auto"],
+    "eval": ["max_batch=32", "policy.cpu_autocast=auto"],
 }
 PRESETS: dict[str, dict[str, list[str]]] = {
     "tiny": QUICKSTART_DEFAULTS,

@@ -8,7 +8,8 @@ device, in which precision, with which memory savers and adapters.
 * ``device``: ``auto`` is the first CUDA device when there is one, else the CPU.
 * ``dtype`` / ``autocast`` / ``cpu_autocast``: parameters in float32 (exact optimizer
   updates) with the forward passes under bfloat16 autocast on CUDA (and, if asked, on the
-  CPU), or parameters in bfloat16 (half the memory, for 7B on one card).
+  CPU, or ``auto``: where it computes bfloat16 natively), or parameters in bfloat16 (half the
+  memory, for 7B on one card).
 * ``gradient_checkpointing``: recompute activations in the backward pass (training only).
 * ``lora``: train low-rank adapters (``peft``) instead of every weight; ``rank: 0`` is off.
 
@@ -16,8 +17,10 @@ No torch here: configs are built and checked before any model.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar, Literal
 
 from agentgrpo.config import require
@@ -25,6 +28,30 @@ from agentgrpo.config import require
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 """The attention and MLP projections of Llama, Qwen2, Mistral and SmolLM2 blocks."""
 DEVICE_NAMES = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+NATIVE_BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+"""CPU features that compute bfloat16 in hardware, as Linux's /proc/cpuinfo names them: x86's
+AVX512-BF16 and AMX (``flags``), Arm's BF16 extension (``Features``)."""
+
+
+def cpu_computes_bfloat16(cpuinfo: str | None = None) -> bool:
+    """Whether the CPU has bfloat16 arithmetic in hardware: one of ``NATIVE_BFLOAT16_FLAGS`` in
+    ``cpuinfo`` (the text of /proc/cpuinfo; this machine's when None). Without it a bfloat16 pass
+    is emulated, several times slower than float32 (about 11x a training step on an AMD EPYC
+    without AVX512). False where there is no /proc/cpuinfo (macOS, Windows): nothing then says so."""
+    text = _proc_cpuinfo() if cpuinfo is None else cpuinfo
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip().lower() in ("flags", "features") and NATIVE_BFLOAT16_FLAGS & set(value.split()):
+            return True
+    return False
+
+
+@functools.cache
+def _proc_cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
 
 
 @dataclass
@@ -63,10 +90,11 @@ class PolicySource:
     bfloat16 under ``autocast``) or bfloat16 (half the memory)."""
     autocast: bool = True
     """On CUDA, run forward passes under bfloat16 autocast (no effect on CPU or with bfloat16 weights)."""
-    cpu_autocast: bool = False
+    cpu_autocast: bool | Literal["auto"] = False
     """On the CPU, run forward passes under bfloat16 autocast too (float32 weights and updates):
-    2-3x faster on CPUs with native bfloat16 (AVX512-BF16, AMX), slower on others; off by
-    default because it changes the float32 results (benchmarks/cpu_bf16.py measures both)."""
+    2-3x faster on CPUs with native bfloat16 (AVX512-BF16, AMX), ~10x slower on others; ``auto``
+    turns it on only where the CPU has it (``cpu_computes_bfloat16``). Off by default because it
+    changes the float32 results (benchmarks/cpu_bf16.py measures both)."""
 
     SHORTHAND: ClassVar[str] = "init"
     """``policy=X`` in an override or a YAML file means ``policy.init=X``."""
@@ -78,7 +106,8 @@ class PolicySource:
     @property
     def autocast_devices(self) -> tuple[str, ...]:
         """The device types whose forward passes run under bfloat16 autocast."""
-        return (("cuda",) if self.autocast else ()) + (("cpu",) if self.cpu_autocast else ())
+        cpu = self.cpu_autocast is True or (self.cpu_autocast == "auto" and cpu_computes_bfloat16())
+        return (("cuda",) if self.autocast else ()) + (("cpu",) if cpu else ())
 
 
 @dataclass

@@ -94,3 +94,25 @@ def test_where_autocast_applies():
         assert (a @ b).dtype == torch.bfloat16
     with autocast(cpu, True):
         assert (a @ b).dtype == torch.float32
+
+
+X86_CPUINFO = """processor\t: 0
+vendor_id\t: {vendor}
+flags\t\t: fpu sse2 avx2 {extra}
+"""
+
+
+def test_cpu_autocast_auto_follows_native_bfloat16():
+    """``policy.cpu_autocast=auto``: on where /proc/cpuinfo names a bfloat16 unit (x86's AVX512-BF16
+    or AMX, Arm's BF16), off where a bfloat16 pass would be emulated, or where nothing says."""
+    from agentgrpo.policy.settings import PolicySource, cpu_computes_bfloat16
+
+    assert cpu_computes_bfloat16(X86_CPUINFO.format(vendor="GenuineIntel", extra="avx512f amx_bf16 amx_tile"))
+    assert cpu_computes_bfloat16(X86_CPUINFO.format(vendor="AuthenticAMD", extra="avx512f avx512_bf16"))
+    assert cpu_computes_bfloat16("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n")
+    assert not cpu_computes_bfloat16(X86_CPUINFO.format(vendor="AuthenticAMD", extra="avx512f avx512bw"))
+    assert not cpu_computes_bfloat16("model name\t: bf16 lookalike\n")  # only the feature lists count
+    assert not cpu_computes_bfloat16("")
+    native = cpu_computes_bfloat16()  # this machine's own answer decides auto
+    assert PolicySource(cpu_autocast="auto").autocast_devices == (("cuda", "cpu") if native else ("cuda",))
+    assert PolicySource(cpu_autocast="auto", autocast=False).autocast_devices == (("cpu",) if native else ())
