@@ -38,20 +38,11 @@ from agentgrpo.config import AgentGRPOError  # noqa: E402
 from agentgrpo.policy.forward import PolicyForward  # noqa: E402
 from agentgrpo.policy.generate import GenerationRequest, generate_batch  # noqa: E402
 from agentgrpo.policy.hf import load_policy  # noqa: E402
-from agentgrpo.policy.settings import PolicySource  # noqa: E402
+from agentgrpo.policy.settings import PolicySource, native_bfloat16_flags  # noqa: E402
 from agentgrpo.policy.source import MissingFileError, find_smollm2_gguf  # noqa: E402
 from benchmarks._common import bench, policy_dir, set_threads, world  # noqa: E402
 
 CPU_AUTOCAST = PolicySource(autocast=False, cpu_autocast=True).autocast_devices  # policy.cpu_autocast=true
-
-
-def native_bf16_flags() -> list[str]:
-    """The CPU's bfloat16 instruction sets, from /proc/cpuinfo (empty elsewhere or without them)."""
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        return []
-    return sorted({flag for flag in flags.split() if flag in ("avx512_bf16", "amx_bf16", "amx_tile")})
 
 
 def train_step_seconds(model: torch.nn.Module, length: int, steps: int, on: tuple[str, ...] | bool,
@@ -100,7 +91,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     args = parser.parse_args()
     set_threads(args.threads)
-    flags = native_bf16_flags()
+    flags = native_bfloat16_flags()
     print(f"native bfloat16 on this CPU: {', '.join(flags) if flags else 'no (expect no speed-up)'}")
     print("| model | train step float32 s | bf16 s | speed-up | decode float32 tok/s | bf16 tok/s | speed-up "
           "| max log-prob gap |")

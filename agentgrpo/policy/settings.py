@@ -33,25 +33,32 @@ NATIVE_BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
 AVX512-BF16 and AMX (``flags``), Arm's BF16 extension (``Features``)."""
 
 
-def cpu_computes_bfloat16(cpuinfo: str | None = None) -> bool:
-    """Whether the CPU has bfloat16 arithmetic in hardware: one of ``NATIVE_BFLOAT16_FLAGS`` in
-    ``cpuinfo`` (the text of /proc/cpuinfo; this machine's when None). Without it a bfloat16 pass
-    is emulated, several times slower than float32 (about 11x a training step on an AMD EPYC
-    without AVX512). False where there is no /proc/cpuinfo (macOS, Windows): nothing then says so."""
-    text = _proc_cpuinfo() if cpuinfo is None else cpuinfo
-    for line in text.splitlines():
+def native_bfloat16_flags(cpuinfo: str | None = None) -> list[str]:
+    """The ``NATIVE_BFLOAT16_FLAGS`` that ``cpuinfo`` (the text of /proc/cpuinfo; this machine's when
+    None) lists, sorted; empty without them or where there is no /proc/cpuinfo (macOS, Windows)."""
+    if cpuinfo is None:
+        return list(_this_machines_flags())
+    found: set[str] = set()
+    for line in cpuinfo.splitlines():
         name, _, value = line.partition(":")
-        if name.strip().lower() in ("flags", "features") and NATIVE_BFLOAT16_FLAGS & set(value.split()):
-            return True
-    return False
+        if name.strip().lower() in ("flags", "features"):
+            found |= NATIVE_BFLOAT16_FLAGS & set(value.split())
+    return sorted(found)
+
+
+def cpu_computes_bfloat16(cpuinfo: str | None = None) -> bool:
+    """Whether the CPU has bfloat16 arithmetic in hardware (``native_bfloat16_flags``). Without it a
+    bfloat16 pass is emulated, several times slower than float32 (about 11x a training step on an
+    AMD EPYC without AVX512). False where nothing says so."""
+    return bool(native_bfloat16_flags(cpuinfo))
 
 
 @functools.cache
-def _proc_cpuinfo() -> str:
+def _this_machines_flags() -> tuple[str, ...]:
     try:
-        return Path("/proc/cpuinfo").read_text()
+        return tuple(native_bfloat16_flags(Path("/proc/cpuinfo").read_text()))
     except OSError:
-        return ""
+        return ()
 
 
 @dataclass
