@@ -48,6 +48,16 @@ def test_env_oracle_writes_transcripts(capsys, tmp_path):
         == ["20", "1.000"]
     records = [json.loads(line) for line in out_file.read_text().splitlines()]
     assert all(any("The user wants" in (m.get("content") or "") for m in r["messages"]) for r in records)
+    def calls(records):
+        return [c["function"] for r in records for m in r["messages"] for c in m.get("tool_calls") or []]
+
+    assert not any(call["name"] == "think" for call in calls(records))
+    assert main(["env", "oracle", "--n", "20", "--goal-think", "--out", str(out_file)]) == 0
+    assert next(line for line in capsys.readouterr().out.splitlines() if line.startswith("overall")).split()[1:] \
+        == ["20", "1.000"]
+    records = [json.loads(line) for line in out_file.read_text().splitlines()]
+    thoughts = [json.loads(call["arguments"])["thought"] for call in calls(records) if call["name"] == "think"]
+    assert thoughts and all(t.startswith("The user wants ") for t in thoughts)
 
 
 def test_env_play_driven_by_stdin(capsys, monkeypatch):

@@ -66,6 +66,7 @@ def test_overrides_win_and_the_config_round_trips():
     ("rollout.copy_by_kind=true", "rollout.copy_by_kind=True is invalid: needs rollout.copy_arguments=true"),
     ("rollout.copy_from_evidence=true", "rollout.copy_from_evidence=True is invalid: needs rollout.copy_arguments"),
     ("policy.cpu_autocast=maybe", "policy.cpu_autocast: invalid value 'maybe', expected a bool or one of ['auto']"),
+    ("env.oracle_goal=thinking", "env.oracle_goal: invalid value 'thinking', expected a bool or one of ['think']"),
 ])
 def test_bad_values_fail_at_start_naming_the_key(override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -117,12 +117,17 @@ class EnvConfig:
     than it adds them: docs/results/write-levers.md), or ``quoted``, the calculator and each
     operand looked up in a table (a chosen flight's fare) also stated where it was looked up, so
     the sum copies it from one sentence. A domain without arithmetic ignores it."""
-    oracle_goal: bool = False
+    oracle_goal: bool | Literal["think"] = False
     """The oracle's reasons for its first reads (the profile, the reservation) open with the user's
     request in one fixed phrase per request ("The user wants to cancel a reservation ..."), so a
     policy that imitates it restates the request beside the decisions that depend on it, rather than
     reading the user's own words back across a tool's output. Its actions and rewards are unchanged.
-    A domain whose oracle has no such phrases ignores it."""
+    ``think``: as ``true``, and right after reading the reservation the user names the oracle calls
+    the domain's ``think`` tool with the same phrase ("The user wants to add checked bags to a
+    reservation."), so the reply that follows the reservation's record has the request a few tokens
+    back, written by a copy of the agent's own earlier words, not across the record (its writes and
+    rewards are unchanged; one more tool call per reservation read). A domain whose oracle has no
+    such phrases ignores it."""
     world: WorldConfig = field(default_factory=WorldConfig)
     splits: SplitConfig = field(default_factory=SplitConfig)
     user: UserConfig = field(default_factory=UserConfig)

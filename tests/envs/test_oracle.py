@@ -323,3 +323,38 @@ def test_goal_oracle_names_the_request_in_its_first_reads_and_acts_the_same():
     assert len(phrases["transfer_out_of_scope"]) > 1
     assert phrases["cancel_refused"] == phrases["cancel_business"] == {"to cancel a reservation"}
     assert phrases["info_reservation_total"] != phrases["info_gift_card_balance"]
+
+
+def test_goal_think_oracle_thinks_the_request_right_after_the_named_reservation_and_acts_the_same():
+    """``env.oracle_goal=think``: the goal oracle's moves with one ``think`` call inserted right after
+    the read of the reservation the user names, holding the same phrase as that read's reason."""
+    domain = generate_domain(0, n_tasks=69)
+    thinking_families = set()
+    for task in domain.tasks:
+        goal = run_episode(AirlineEnv(domain, task, ScriptedUser(task, seed=0)),
+                           oracle_agent(domain, task, state_goal=True))
+        think = run_episode(AirlineEnv(domain, task, ScriptedUser(task, seed=0)),
+                            oracle_agent(domain, task, state_goal="think"))
+        assert think.reward == goal.reward == 1.0, task.task_id
+        thinks = [i for i, a in enumerate(think.actions) if a.name == "think"]
+        assert [a for a in think.actions if a.name != "think"] == goal.actions, task.task_id
+        calls = [m for m in think.messages if m["role"] == "assistant" and m.get("tool_calls")]
+        for i, message in enumerate(calls):
+            call = message["tool_calls"][0]["function"]
+            if call["name"] != "think":
+                continue
+            # right after a reservation read whose reason names the request, in the same words
+            read = calls[i - 1]
+            assert read["tool_calls"][0]["function"]["name"] == "get_reservation_details", task.task_id
+            wants = re.match(r"The user wants (.+?)\. I check reservation", read["content"])
+            assert wants, read["content"]
+            assert json.loads(call["arguments"]) == {"thought": f"The user wants {wants.group(1)}."}
+        if thinks:
+            thinking_families.add(task.family)
+        # one think per reservation the user names: those reads that name the request
+        named = [m for m in calls if "before anything else" in (m.get("content") or "")]
+        assert len(thinks) == len(named), task.task_id
+    # every family that reads a reservation the user names, changes and refusals alike
+    assert {"cancel_refused", "add_bags", "change_flight", "update_passengers", "compensation_delayed",
+            "info_reservation_total"} <= thinking_families
+    assert not thinking_families & {"book_one_way", "info_gift_card_balance"}

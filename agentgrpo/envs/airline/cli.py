@@ -93,6 +93,9 @@ def register(subparsers: Any) -> None:
                              "(env.oracle_arithmetic=quoted)")
     oracle.add_argument("--goal", action="store_true",
                         help="the oracle's first reads name the user's request (env.oracle_goal=true)")
+    oracle.add_argument("--goal-think", action="store_true",
+                        help="as --goal, and a think call names it again after the reservation read "
+                             "(env.oracle_goal=think)")
     oracle.add_argument("--out", default=None, help="write every transcript to this JSONL")
     oracle.set_defaults(func=cmd_oracle)
 
@@ -267,8 +270,9 @@ def cmd_oracle(args: argparse.Namespace) -> int:
         for task in domain.tasks:
             env = AirlineEnv(domain, task, ScriptedUser(task, seed=args.user_seed),
                              max_steps=args.max_steps)
-            result = run_episode(env, oracle_agent(domain, task, calculator=args.calculator or args.quoted,
-                                                            quote_fares=args.quoted, state_goal=args.goal))
+            agent = oracle_agent(domain, task, calculator=args.calculator or args.quoted, quote_fares=args.quoted,
+                                 state_goal="think" if args.goal_think else args.goal)
+            result = run_episode(env, agent)
             rewards[task.family].append(result.reward)
             if out:
                 out.write(json.dumps(result.to_dict()) + "\n")

@@ -11,7 +11,9 @@ holds only numbers already in the conversation, so a small policy learns to copy
 operands rather than to do the arithmetic (``OracleAgent.reckon``). With ``state_goal=True`` the
 reasons of its first reads (the profile, the reservation) name what the user asked for in one fixed
 phrase per request (``goal_phrase``), so the decisions that follow them read the request from the
-agent's own words, a few tokens back, not from the user's opening line beyond a profile.
+agent's own words, a few tokens back, not from the user's opening line beyond a profile. With
+``state_goal="think"`` it also calls ``think`` with that phrase right after reading the reservation
+the user names, so the reply after the reservation's record reads the request just before it.
 It knows the user's answers from the task's scenario, but only uses each one after
 the user has said it, so its transcripts are clean teacher data for SFT.
 
@@ -89,7 +91,7 @@ class OracleAgent:
     """
 
     def __init__(self, domain: Any, task: Task, plans: Mapping[str, Plan], calculator: bool = False,
-                 quote_fares: bool = False, state_goal: bool = False) -> None:
+                 quote_fares: bool = False, state_goal: bool | str = False) -> None:
         self.domain = domain
         self.calculator, self.quote_fares, self.state_goal = calculator, quote_fares, state_goal
         self._quote = ""  # what the next message or tool-call reason opens with (``quote``)
@@ -179,6 +181,10 @@ class OracleAgent:
         rid = self.scenario.reservation_id
         found = yield from self.read("get_reservation_details", {"reservation_id": rid},
                                      self._with_goal(f"I check reservation {rid} before anything else."))
+        if self.state_goal == "think":
+            # the decision after a long record reads the request from right before it (an exact
+            # copy of the read's reason, which a small policy makes far more reliably)
+            yield from self.call("think", {"thought": f"The user wants {goal_phrase(self.scenario)}."}, "")
         return found
 
     def confirm(self, details: str) -> Script:

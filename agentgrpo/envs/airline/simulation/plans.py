@@ -39,10 +39,11 @@ PLANS: dict[str, Plan] = {
 
 
 def oracle_agent(domain: Any, task: Task, calculator: bool = False, quote_fares: bool = False,
-                 state_goal: bool = False) -> OracleAgent:
+                 state_goal: bool | str = False) -> OracleAgent:
     """The oracle for a generated ``task``, following the plan of its scenario's intent;
     ``calculator``: it gets every sum it states from the ``calculate`` tool; ``quote_fares``: it
     states a chosen flight's fare where it looked it up (``quote_fare``); ``state_goal``: its first
-    reads' reasons name the user's request (``goal_phrase``)."""
+    reads' reasons name the user's request (``goal_phrase``); ``"think"``: and a ``think`` call names it
+    again right after the reservation read."""
     return OracleAgent(domain, task, PLANS, calculator=calculator, quote_fares=quote_fares,
                        state_goal=state_goal)
