@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from agentgrpo.envs.airline.simulation.dialogue import is_yes
 from agentgrpo.envs.airline.simulation.scenario import Scenario, their_request
@@ -91,7 +91,7 @@ class OracleAgent:
     """
 
     def __init__(self, domain: Any, task: Task, plans: Mapping[str, Plan], calculator: bool = False,
-                 quote_fares: bool = False, state_goal: bool | str = False) -> None:
+                 quote_fares: bool = False, state_goal: bool | Literal["think"] = False) -> None:
         self.domain = domain
         self.calculator, self.quote_fares, self.state_goal = calculator, quote_fares, state_goal
         self._quote = ""  # what the next message or tool-call reason opens with (``quote``)

@@ -8,7 +8,7 @@ wording and steps of ``plans_common``; ``oracle`` is the agent that plays a plan
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from agentgrpo.envs.airline.simulation.oracle import OracleAgent, Plan
 from agentgrpo.envs.airline.simulation.plans_book import plan_book, plan_info, plan_transfer
@@ -39,7 +39,7 @@ PLANS: dict[str, Plan] = {
 
 
 def oracle_agent(domain: Any, task: Task, calculator: bool = False, quote_fares: bool = False,
-                 state_goal: bool | str = False) -> OracleAgent:
+                 state_goal: bool | Literal["think"] = False) -> OracleAgent:
     """The oracle for a generated ``task``, following the plan of its scenario's intent;
     ``calculator``: it gets every sum it states from the ``calculate`` tool; ``quote_fares``: it
     states a chosen flight's fare where it looked it up (``quote_fare``); ``state_goal``: its first
