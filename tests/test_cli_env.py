@@ -33,6 +33,11 @@ def test_env_show(capsys):
     assert "info_reservation_total" in capsys.readouterr().out
 
 
+def _calls(records: list[dict]) -> list[dict]:
+    """Every tool call (its ``function``) of the recorded episodes."""
+    return [c["function"] for r in records for m in r["messages"] for c in m.get("tool_calls") or []]
+
+
 def test_env_oracle_writes_transcripts(capsys, tmp_path):
     out_file = tmp_path / "transcripts.jsonl"
     assert main(["env", "oracle", "--n", "20", "--out", str(out_file)]) == 0
@@ -48,15 +53,12 @@ def test_env_oracle_writes_transcripts(capsys, tmp_path):
         == ["20", "1.000"]
     records = [json.loads(line) for line in out_file.read_text().splitlines()]
     assert all(any("The user wants" in (m.get("content") or "") for m in r["messages"]) for r in records)
-    def calls(records):
-        return [c["function"] for r in records for m in r["messages"] for c in m.get("tool_calls") or []]
-
-    assert not any(call["name"] == "think" for call in calls(records))
+    assert not any(call["name"] == "think" for call in _calls(records))
     assert main(["env", "oracle", "--n", "20", "--goal-think", "--out", str(out_file)]) == 0
     assert next(line for line in capsys.readouterr().out.splitlines() if line.startswith("overall")).split()[1:] \
         == ["20", "1.000"]
     records = [json.loads(line) for line in out_file.read_text().splitlines()]
-    thoughts = [json.loads(call["arguments"])["thought"] for call in calls(records) if call["name"] == "think"]
+    thoughts = [json.loads(call["arguments"])["thought"] for call in _calls(records) if call["name"] == "think"]
     assert thoughts and all(t.startswith("The user wants ") for t in thoughts)
 
 

@@ -161,9 +161,13 @@ class OracleAgent:
             raise ValueError(f"calculate({expression!r}) gave {observation}, the rule {value}")
         return value
 
+    def _goal_sentence(self) -> str:
+        """The user's request as the oracle states it: "The user wants to cancel a reservation."."""
+        return f"The user wants {goal_phrase(self.scenario)}."
+
     def _with_goal(self, reason: str) -> str:
         """``reason``, opened with the user's request under ``state_goal``."""
-        return f"The user wants {goal_phrase(self.scenario)}. {reason}" if self.state_goal else reason
+        return f"{self._goal_sentence()} {reason}" if self.state_goal else reason
 
     def authenticate(self) -> Script:
         """Ask for the user id, then read the profile."""
@@ -184,7 +188,7 @@ class OracleAgent:
         if self.state_goal == "think":
             # the decision after a long record reads the request from right before it (an exact
             # copy of the read's reason, which a small policy makes far more reliably)
-            yield from self.call("think", {"thought": f"The user wants {goal_phrase(self.scenario)}."}, "")
+            yield from self.call("think", {"thought": self._goal_sentence()}, "")
         return found
 
     def confirm(self, details: str) -> Script:
