@@ -90,3 +90,15 @@ def test_env_commands_do_not_import_torch():
     code = ("import sys; from agentgrpo.cli import main; "
             "main(['env', 'tasks', '--n-tasks', '3']); assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_env_oracle_out_in_a_new_directory_or_an_unwritable_one(capsys, tmp_path):
+    out_file = tmp_path / "new" / "dir" / "transcripts.jsonl"
+    assert main(["env", "oracle", "--n", "2", "--out", str(out_file)]) == 0
+    assert len(out_file.read_text().splitlines()) == 2
+    capsys.readouterr()
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert main(["env", "oracle", "--n", "2", "--out", str(blocker / "x.jsonl")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("agentgrpo: --out: cannot create directory")

@@ -262,7 +262,10 @@ def cmd_oracle(args: argparse.Namespace) -> int:
     from agentgrpo.envs.airline.simulation.plans import oracle_agent
     from agentgrpo.envs.airline.tasks.generate import generate_domain
     from agentgrpo.envs.user_sim import ScriptedUser
+    from agentgrpo.preflight import check_writable_dir
 
+    if args.out:  # a bad --out fails before any episode runs, naming the flag
+        check_writable_dir(Path(args.out).parent, "--out")
     domain = generate_domain(args.seed, n_tasks=args.n, compat=args.compat)
     rewards: dict[str, list[float]] = defaultdict(list)
     out = open(args.out, "w", encoding="utf-8") if args.out else None
