@@ -20,7 +20,10 @@ episodes are left out. The report (``writes.json``, ``writes.md``) has:
 5. calls named for another tool's arguments: a call carrying an argument its tool does not take,
    all of which another tool takes (``misnamed_calls``; every tool, not only the writes): the
    name chosen wrong, the arguments those of the intended call, per pair and per family;
-6. whether the request was read: the agent's first message to the user after its first tool
+6. after a rejected write call: the agent's next turn (the same call again, the same tool with other
+   arguments, another write, another tool, a message, a malformed turn, or nothing), how often the
+   same tool executes later in the episode, and how many episodes with a rejected write are won;
+7. whether the request was read: the agent's first message to the user after its first tool
    result (in the airline, the question after the profile), per family the most common one and
    its share, and in how many families one message leads. One question that leads in every
    family (the one of the commonest request) says the policy acts before it reads the request.
@@ -285,6 +288,7 @@ def analyse_writes(records: Sequence[EpisodeRecord], tasks: Mapping[str, EvalTas
             "tools": _per_tool(episodes, gold, write_tools),
             "failed_writes": _failed_writes(episodes),
             "unneeded_writes": _unneeded_writes(episodes),
+            "after_rejected": after_rejected(finished, write_tools),
             "confirmations": None if confirmation_faults is None else _confirmations(
                 [r for r, e in zip(finished, episodes) if e.outcome is not None], tasks, confirmation_faults),
             "misnamed": misnamed_calls(finished, tool_parameters(
@@ -342,6 +346,56 @@ def _unneeded_writes(episodes: list[EpisodeWrites]) -> dict[str, Any]:
         for call in e.executed:
             row["executed"][call.name] = row["executed"].get(call.name, 0) + 1
     return dict(sorted(by_family.items()))
+
+
+NEXT_AFTER_REJECTED: dict[str, str] = {
+    "same_call": "the same call again",
+    "same_tool": "the same tool, other arguments",
+    "other_write": "another write tool",
+    "other_tool": "a tool that does not write (a read, think, a transfer)",
+    "message": "a message to the user",
+    "malformed": "a malformed turn",
+    "end": "nothing: the episode ends",
+}
+"""What the agent's turn after a rejected write call can be, in the report's order."""
+
+
+def _next_after_rejected(rejected: Step, following: Step | None, write_tools: Collection[str]) -> str:
+    if following is None:
+        return "end"
+    if following.kind == "respond":
+        return "message"
+    if following.kind != "tool":
+        return "malformed"
+    if following.name == rejected.name:
+        return "same_call" if following.arguments == rejected.arguments else "same_tool"
+    return "other_write" if following.name in write_tools else "other_tool"
+
+
+def after_rejected(records: Sequence[EpisodeRecord], write_tools: Collection[str]) -> dict[str, Any]:
+    """Whether the agent recovers from a rejected write call (an error observation): its next turn
+    (``NEXT_AFTER_REJECTED``), per write tool how many rejected calls are followed later in the
+    episode by an executed call of the same tool, and the episodes with a rejected write and how
+    many of them were won (reward 1)."""
+    following = dict.fromkeys(NEXT_AFTER_REJECTED, 0)
+    by_tool: dict[str, dict[str, int]] = {}
+    episodes = won = 0
+    for record in records:
+        steps = parse_messages(record.messages).steps
+        rejected = [i for i, s in enumerate(steps) if s.kind == "tool" and s.name in write_tools and s.error]
+        for i in rejected:
+            step = steps[i]
+            following[_next_after_rejected(step, steps[i + 1] if i + 1 < len(steps) else None, write_tools)] += 1
+            row = by_tool.setdefault(step.name, {"rejected": 0, "executed_later": 0})
+            row["rejected"] += 1
+            row["executed_later"] += any(s.kind == "tool" and s.name == step.name and not s.error
+                                         for s in steps[i + 1:])
+        if rejected:
+            episodes += 1
+            won += record.reward >= 1.0
+    return {"rejected_calls": sum(following.values()), "next": following,
+            "executed_later": sum(row["executed_later"] for row in by_tool.values()),
+            "by_tool": dict(sorted(by_tool.items())), "episodes": episodes, "episodes_won": won}
 
 
 def _confirmations(failed: list[EpisodeRecord], tasks: Mapping[str, EvalTask],
@@ -458,6 +512,7 @@ def writes_markdown(report: Mapping[str, Any]) -> str:
               f"{_number(failed['median_turn_first_write'])}; of the first rejected one: "
               f"{_number(failed['median_turn_first_rejected'])}.", ""]
     lines += _unneeded_table(report["unneeded_writes"])
+    lines += _after_rejected_lines(report.get("after_rejected"))
     lines += _confirmation_lines(report.get("confirmations"))
     lines += _misnamed_lines(report.get("misnamed"))
     lines += _first_reply_lines(report.get("first_replies"), "The first reply after a tool result",
@@ -503,6 +558,18 @@ def _misnamed_lines(misnamed: Mapping[str, Any] | None) -> list[str]:
         lines.append(f"| {named} | {fits} | {n} |")
     families = "; ".join(f"{family} {row['misnamed']}/{row['calls']}" for family, row in misnamed["by_family"].items())
     return [*lines, "", f"Per family (misnamed/calls): {families}."]
+
+
+def _after_rejected_lines(after: Mapping[str, Any] | None) -> list[str]:
+    if not after or not after["rejected_calls"]:
+        return []
+    following = "; ".join(f"{NEXT_AFTER_REJECTED[k]} {n}" for k, n in after["next"].items() if n)
+    tools = "; ".join(f"{name} {row['executed_later']} of {row['rejected']}" for name, row in after["by_tool"].items())
+    return ["", "## After a rejected write call", "",
+            f"{after['rejected_calls']} write calls rejected, in {after['episodes']} episodes "
+            f"({after['episodes_won']} of them won). The agent's next turn: {following}. "
+            f"The same tool executed later in the episode: {after['executed_later']} of "
+            f"{after['rejected_calls']} ({tools})."]
 
 
 def _confirmation_lines(confirmations: Mapping[str, Any] | None) -> list[str]:

@@ -17,7 +17,9 @@ from agentgrpo.eval.runner import LOG_FILE, read_records
 from agentgrpo.eval.tasks import eval_tasks
 from agentgrpo.eval.types import EpisodeRecord
 from agentgrpo.eval.writes import (
+    NEXT_AFTER_REJECTED,
     OUTCOMES,
+    after_rejected,
     analyse_eval_dir,
     analyse_writes,
     error_kind,
@@ -144,6 +146,7 @@ def test_scripted_failures_land_in_their_outcome_class(oracle_dir, tmp_path):
     assert report["unneeded_writes"]["compensation_refused"]["with_write"] == 0
     table = (out / "writes.md").read_text()
     assert "| **all** | 1 | 1 | 1 | 1 | 1 | 1 | 1 | 7 |" in table
+    assert "1 write calls rejected, in 1 episodes (0 of them won)" in table  # the flight change, then "Done."
 
 
 def test_error_kinds_blank_values_and_keep_argument_names():
@@ -267,3 +270,41 @@ def test_calls_named_for_another_tools_arguments(oracle_dir):
     assert report["by_family"] == {"compensation_delayed": {"calls": 3, "misnamed": 2}}
     assert analyse_eval_dir(oracle_dir)["misnamed"] == oracle
     assert "0 of" in (oracle_dir / "writes.md").read_text().split("## Calls named for another tool's arguments")[1]
+
+
+def test_after_a_rejected_write_the_next_turn_and_whether_the_tool_executes_later(oracle_dir):
+    _, records, by_id = load_eval_dir(oracle_dir)
+    tasks = {t.task.family: t for t in by_id.values()}
+    record_of = {r.family: r for r in records}
+    change = tasks["change_flight"].task.actions[0].kwargs["reservation_id"]
+    bags = tasks["add_bags"].task.actions[0].kwargs["reservation_id"]
+    flights = [("get_reservation_details", {"reservation_id": change}),
+               ("update_reservation_flights", {"reservation_id": change}),  # rejected: arguments missing
+               ("update_reservation_flights", {"reservation_id": change}),  # the same call again
+               ("update_reservation_flights", {"reservation_id": change, "cabin": "economy"}),  # other arguments
+               ("cancel_reservation", {"reservation_id": "NOPE00"}),  # another write, rejected: no such reservation
+               ("get_reservation_details", {"reservation_id": change}),  # a read
+               *_gold(tasks["change_flight"])]  # the flight change executes after all
+    no_such = [("cancel_reservation", {"reservation_id": "NOPE00"})]
+    malformed = [{"role": "assistant", "content": "<tool_call>{oops"},
+                 {"role": "tool", "content": "Error: the tool call is not valid JSON (Expecting value)."}]
+    episodes = [
+        replace(record_of["change_flight"], reward=1.0, messages=_scripted(tasks["change_flight"], flights)),
+        replace(record_of["add_bags"], reward=0.0,  # then a message to the user ("Done.")
+                messages=_scripted(tasks["add_bags"], [("update_reservation_baggages", {"reservation_id": bags})])),
+        replace(record_of["cancel_business"], reward=0.0,  # then nothing
+                messages=_scripted(tasks["cancel_business"], no_such)[:-2]),
+        replace(record_of["book_round_trip"], reward=0.0,  # then a malformed turn
+                messages=_scripted(tasks["book_round_trip"], [("book_reservation", {})])[:-2] + malformed),
+    ]
+    report = after_rejected(episodes, write_tools(ENV))
+    assert report["next"] == dict.fromkeys(NEXT_AFTER_REJECTED, 1) and report["rejected_calls"] == 7
+    assert report["by_tool"] == {"book_reservation": {"rejected": 1, "executed_later": 0},
+                                 "cancel_reservation": {"rejected": 2, "executed_later": 0},
+                                 "update_reservation_baggages": {"rejected": 1, "executed_later": 0},
+                                 "update_reservation_flights": {"rejected": 3, "executed_later": 3}}
+    assert (report["executed_later"], report["episodes"], report["episodes_won"]) == (3, 4, 1)
+
+    oracle = analyse_eval_dir(oracle_dir)["after_rejected"]  # the oracle's writes are never rejected
+    assert oracle["rejected_calls"] == 0 and oracle["episodes"] == 0
+    assert "After a rejected write call" not in (oracle_dir / "writes.md").read_text()
