@@ -9,23 +9,39 @@ is given. A transcript is rendered through the policy's chat template as the pol
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from agentgrpo.agent.chat import ChatFormat, policy_view
 from agentgrpo.agent.format import openai_assistant_text
-from agentgrpo.agent.masking import SFTExample, assistant_span, build_sft_example
+from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, assistant_span, build_sft_example
 from agentgrpo.chat_content import content_text
 from agentgrpo.config import ConfigError
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.delex import IdKind, delexicalise_messages, renumber_slots
 from agentgrpo.envs.episode import run_episode
-from agentgrpo.envs.registry import VALIDATION_SPLIT, EnvBundle, build_heldout, domain_oracle, id_kinds, make_env
+from agentgrpo.envs.registry import (
+    VALIDATION_SPLIT,
+    EnvBundle,
+    build_heldout,
+    domain_oracle,
+    id_kinds,
+    make_env,
+    write_tools,
+)
 from agentgrpo.envs.transcript import first_reply_index
 from agentgrpo.openai_client import llm_user_client
 from agentgrpo.train.copy_check import CopyProbe, copied_values, find_copy_spans
 from agentgrpo.train.id_relabel import relabel_ids
+from agentgrpo.train.recovery import (
+    RECOVERY_FAULTS,
+    RecoveringOracle,
+    assistant_message_index,
+    fault_call,
+    fault_rejected,
+    tool_signatures,
+)
 from agentgrpo.train.sft_config import SFTConfig, SFTTrainerConfig
 
 
@@ -35,17 +51,25 @@ class Demonstration:
     user_seed: int
     reward: float
     messages: list[dict[str, Any]]
+    untrained: tuple[int, ...] = ()
+    """Indices in ``messages`` of assistant turns that are context only, left out of the loss (the
+    wrong call of a recovery demonstration, ``agentgrpo.train.recovery``)."""
+    fault: str | None = None
+    """The fault a recovery demonstration was played with (``RECOVERY_FAULTS``); None: a plain one."""
 
 
 def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConfig, splits: list[str],
-                           per_task: int, seed: int) -> list[Demonstration]:
+                           per_task: int, seed: int, recovery_share: float = 0.0) -> list[Demonstration]:
     """Oracle transcripts with the scripted user on the ``splits`` tasks of every world in
     ``bundles``; failed episodes are dropped. With ``config.delexicalise`` the transcripts are
-    as a delexicalising policy sees them (ids as slots)."""
+    as a delexicalising policy sees them (ids as slots). ``recovery_share`` (``data.recovery_share``):
+    the share of them played again as recovery demonstrations (``agentgrpo.train.recovery``)."""
     demos = []
     user_client = llm_user_client(config.user)  # None for the scripted user (the default)
     kinds = id_kinds(config) if config.delexicalise else None
+    rng = random.Random(seed * 1_000_003 + 17)  # which demonstrations recover, from what: the seed's alone
     for bundle in bundles if isinstance(bundles, list) else [bundles]:
+        signatures = tool_signatures(bundle.domain.tool_schemas()) if recovery_share else {}
         for task in bundle.tasks(splits):
             for k in range(per_task):
                 user_seed = seed * 1000 + k
@@ -53,9 +77,23 @@ def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConf
                 env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client,
                                delexicalise=False)
                 result = run_episode(env, domain_oracle(config, bundle, task))
-                if result.reward == 1.0:
-                    messages = delexicalise_messages(result.messages, kinds) if kinds else result.messages
-                    demos.append(Demonstration(task.task_id, user_seed, result.reward, messages))
+                if result.reward != 1.0:
+                    continue
+                messages, untrained, fault = result.messages, (), None
+                if recovery_share and rng.random() < recovery_share:
+                    call, kind = fault_call(result.actions, write_tools(config) or (), rng), rng.choice(RECOVERY_FAULTS)
+                    agent = RecoveringOracle(domain_oracle(config, bundle, task), call if call is not None else -1,
+                                             kind, signatures, rng)
+                    env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client,
+                                   delexicalise=False)
+                    replay = run_episode(env, agent)
+                    if (replay.reward == 1.0 and agent.fault is not None and agent.fault_turn is not None
+                            and fault_rejected(replay.steps, agent.fault_turn)):
+                        messages, fault = replay.messages, agent.fault.kind
+                        untrained = (assistant_message_index(messages, agent.fault_turn),)
+                if kinds:
+                    messages = delexicalise_messages(messages, kinds)
+                demos.append(Demonstration(task.task_id, user_seed, result.reward, messages, untrained, fault))
     return demos
 
 
@@ -183,17 +221,36 @@ def _weighted_spans(chat: ChatFormat, example: SFTExample, messages: list[dict[s
     return spans
 
 
+def _without_turns(chat: ChatFormat, example: SFTExample, messages: list[dict[str, Any]],
+                   view: list[dict[str, Any]], untrained: Collection[int]) -> tuple[SFTExample, list[dict[str, Any]]]:
+    """``example`` with the assistant turns ``untrained`` (indices in ``messages``) unlabelled, and
+    ``messages`` with those turns emptied (so the values and names their calls hold are not looked
+    for among the trained tokens)."""
+    offset = len(view) - len(messages)  # policy_view puts its own system message first
+    labels = list(example.labels)
+    for index in sorted(i for i in untrained if 0 <= i < len(messages)):
+        span = assistant_span(chat, view, index + offset, example.input_ids)
+        if span is not None:
+            labels[span[0]:span[1]] = [IGNORE_INDEX] * (span[1] - span[0])
+    kept = [{"role": "assistant", "content": ""} if i in untrained else m for i, m in enumerate(messages)]
+    return replace(example, labels=labels), kept
+
+
 def training_examples(chat: ChatFormat, transcripts: Sequence[list[dict[str, Any]]], max_length: int,
-                      weights: LabelWeights = LabelWeights()) -> tuple[list[SFTExample], int]:
+                      weights: LabelWeights = LabelWeights(),
+                      untrained: Sequence[Collection[int]] | None = None) -> tuple[list[SFTExample], int]:
     """SFT examples of recorded transcripts as the policy sees them: ``(examples, rejected)``;
-    ``weights`` weighs chosen tokens in the loss (``LabelWeights``)."""
+    ``weights`` weighs chosen tokens in the loss (``LabelWeights``); ``untrained[i]``: the indices
+    of transcript ``i``'s assistant turns left out of the loss (``Demonstration.untrained``)."""
     examples, rejected = [], 0
-    for messages in transcripts:
+    for i, messages in enumerate(transcripts):
         view = policy_view(chat, messages)
         example = build_sft_example(chat, view, max_length=max_length)
         if example is None:
             rejected += 1
             continue
+        if untrained is not None and untrained[i]:
+            example, messages = _without_turns(chat, example, messages, view, untrained[i])
         spans = _weighted_spans(chat, example, messages, view, weights)
         if spans:  # else every labelled token weighs 1, which ``weights=None`` already says
             token_weights = [1.0] * len(example.labels)
@@ -215,4 +272,4 @@ def augmented_examples(chat: ChatFormat, demos: list[Demonstration], seed: int, 
     for demo in demos:
         messages = relabel_ids(demo.messages, rng) if relabel else demo.messages
         transcripts.append(renumber_slots(messages, slot_kinds, rng) if slot_kinds else messages)
-    return training_examples(chat, transcripts, max_length, weights)[0]
+    return training_examples(chat, transcripts, max_length, weights, [d.untrained for d in demos])[0]

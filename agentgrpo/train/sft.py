@@ -24,6 +24,7 @@ import json
 import math
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,8 @@ def _examples(config: SFTConfig, chat: ChatFormat, demos: list[Demonstration]) -
     rendered, and, when ``data.relabel_ids`` or ``data.permute_slots`` asks for fresh ids or slot
     numbers on every pass, the function giving each epoch's examples (else None)."""
     weights, max_length = LabelWeights.of(config.trainer), config.data.max_length
-    examples, rejected = training_examples(chat, [d.messages for d in demos], max_length, weights)
+    examples, rejected = training_examples(chat, [d.messages for d in demos], max_length, weights,
+                                           [d.untrained for d in demos])
     if not (config.data.relabel_ids or config.data.permute_slots):
         return examples, rejected, None
     slot_kinds = id_kinds(config.env) if config.data.permute_slots else ()
@@ -177,7 +179,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     bundle = build_env(config.env)
     worlds = build_training_worlds(config.env, training=bundle)
     demos = demonstrations if demonstrations is not None else collect_demonstrations(
-        worlds, config.env, config.data.splits, config.data.demos_per_task, config.seed)
+        worlds, config.env, config.data.splits, config.data.demos_per_task, config.seed, config.data.recovery_share)
     if not demos:
         raise RuntimeError("the oracle produced no successful demonstrations for the SFT splits")
     model, tokenizer = prepare_policy(config, worlds, demos, agent_config, resumed)
@@ -207,6 +209,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
         trainable_parameters=trainable,
         parameters=total,
         demonstrations=len(demos),
+        recovery_demonstrations=dict(sorted(Counter(d.fault for d in demos if d.fault).items())),
         openings=len(openings),
         worlds=len(worlds),
         tasks=sum(len(world.tasks(config.data.splits)) for world in worlds),

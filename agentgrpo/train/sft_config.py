@@ -61,7 +61,15 @@ class SFTDataConfig:
     and what the agent makes of it, the turn where a change, a cancellation or a refusal is
     proposed. A demonstration with no reply after so many is cut after the deepest one it has."""
 
+    recovery_share: float = 0.0
+    """The share of the demonstrations played again as recovery demonstrations
+    (``agentgrpo.train.recovery``): one of the oracle's write calls (any call in an episode without
+    one) is first made wrong (misnamed, missing arguments, or malformed), the environment rejects
+    it, and the oracle's own call follows; the wrong turn is context only, not trained. In [0, 1];
+    0: none."""
+
     def __post_init__(self) -> None:
+        require(0.0 <= self.recovery_share <= 1.0, "data.recovery_share", self.recovery_share, "must be in [0, 1]")
         require(self.opening_repeats >= 0, "data.opening_repeats", self.opening_repeats, "must be >= 0")
         require(self.opening_reads >= 1, "data.opening_reads", self.opening_reads, "must be >= 1 (tool results)")
         unknown_openings = [s for s in self.opening_splits if s not in SPLIT_NAMES]

@@ -1,0 +1,154 @@
+"""Recovery demonstrations: one rejected call before one of the oracle's writes, left out of the loss."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from helpers import SMALL_ENV_OVERRIDES, small_env_config
+
+from agentgrpo.agent.chat import ChatFormat
+from agentgrpo.agent.masking import IGNORE_INDEX
+from agentgrpo.config import ConfigError, load_config
+from agentgrpo.envs.airline.factory import build_env
+from agentgrpo.envs.registry import write_tools
+from agentgrpo.envs.types import Action
+from agentgrpo.policy.hf import load_policy
+from agentgrpo.train.demonstrations import LabelWeights, collect_demonstrations, training_examples
+from agentgrpo.train.recovery import RECOVERY_FAULTS, ToolSignature, fault_call, tool_signatures, wrong_call
+from agentgrpo.train.sft import train_sft
+from agentgrpo.train.sft_config import SFTConfig
+
+SIGNATURES = {
+    "get_reservation_details": ToolSignature(frozenset({"reservation_id"}), frozenset({"reservation_id"})),
+    "cancel_reservation": ToolSignature(frozenset({"reservation_id"}), frozenset({"reservation_id"})),
+    "send_certificate": ToolSignature(frozenset({"user_id", "amount"}), frozenset({"user_id", "amount"})),
+    "search_direct_flight": ToolSignature(frozenset({"origin", "destination", "date"}),
+                                          frozenset({"origin", "destination", "date"})),
+    "note": ToolSignature(frozenset({"text", "tag"}), frozenset({"text"})),  # ``tag`` optional
+}
+
+
+def test_a_signature_rejects_an_argument_it_does_not_take_or_a_required_one_missing():
+    note = SIGNATURES["note"]
+    assert not note.rejects(["text"]) and not note.rejects(["text", "tag"])
+    assert note.rejects(["tag"]) and note.rejects(["text", "user_id"]) and note.rejects([])
+    airline = tool_signatures(build_env(small_env_config()).domain.tool_schemas())
+    assert airline["send_certificate"] == SIGNATURES["send_certificate"]
+    assert airline["list_all_airports"] == ToolSignature(frozenset(), frozenset())
+
+
+def test_each_fault_is_one_the_argument_check_or_the_parser_rejects():
+    rng = random.Random(0)
+    cancel = Action("cancel_reservation", {"reservation_id": "ZFA04Y"})
+    for _ in range(50):
+        fault = wrong_call("misnamed", cancel, "I cancel it.", SIGNATURES, rng)
+        # never get_reservation_details: it takes exactly these arguments and would run
+        assert fault.kind == "misnamed" and fault.action.name in {"send_certificate", "search_direct_flight", "note"}
+        assert fault.action.kwargs == cancel.kwargs and fault.text == "I cancel it." and fault.error is None
+        assert SIGNATURES[fault.action.name].rejects(fault.action.kwargs)
+
+    certificate = Action("send_certificate", {"user_id": "mia_li_3668", "amount": 150})
+    kept = set()
+    for _ in range(50):
+        fault = wrong_call("incomplete", certificate, "", SIGNATURES, rng)
+        assert fault.kind == "incomplete" and fault.action.name == "send_certificate"
+        assert len(fault.action.kwargs) == 1 and fault.action.kwargs.items() <= certificate.kwargs.items()
+        kept |= set(fault.action.kwargs)
+    assert kept == {"user_id", "amount"}
+    note = Action("note", {"text": "x", "tag": "y"})  # the optional argument never goes alone: ``text`` always does
+    assert all(wrong_call("incomplete", note, "", SIGNATURES, rng).action.kwargs == {"tag": "y"} for _ in range(20))
+    # one argument: nothing to leave out but everything, so the name goes wrong instead
+    assert wrong_call("incomplete", cancel, "", SIGNATURES, rng).kind == "misnamed"
+
+    fault = wrong_call("malformed", cancel, "I cancel it.", SIGNATURES, rng)
+    assert fault.kind == "malformed" and fault.action == cancel
+    assert fault.text.startswith("I cancel it.\n<tool_call>\n{") and "</tool_call>" not in fault.text
+    assert fault.error == "unclosed <tool_call>: end the call with </tool_call>."
+    with pytest.raises(ValueError, match="unknown fault"):
+        wrong_call("typo", cancel, "", SIGNATURES, rng)
+
+
+def test_the_fault_goes_before_a_write_call_or_any_call_in_an_episode_without_one():
+    rng = random.Random(0)
+    actions = [Action("get_user_details", {}), Action.respond("Sure."), Action("cancel_reservation", {}),
+               Action("send_certificate", {})]
+    writes = {"cancel_reservation", "send_certificate"}
+    assert {fault_call(actions, writes, rng) for _ in range(40)} == {1, 2}  # call indices, messages not counted
+    assert {fault_call(actions[:2], writes, rng) for _ in range(10)} == {0}
+    assert fault_call([Action.respond("Hi.")], writes, rng) is None
+
+
+def _shown(message):
+    """A message as the policy reads it, call ids aside (they number the turns)."""
+    calls = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.get("tool_calls") or []]
+    return message["role"], message.get("content"), calls
+
+
+@pytest.fixture(scope="module")
+def demos():
+    env = small_env_config(delexicalise=True)
+    bundle = build_env(env)
+    plain = collect_demonstrations(bundle, env, ["covered_seen", "uncovered_seen"], per_task=2, seed=3)
+    recovering = collect_demonstrations(bundle, env, ["covered_seen", "uncovered_seen"], per_task=2, seed=3,
+                                        recovery_share=1.0)
+    return bundle, env, plain, recovering
+
+
+def test_a_recovery_demonstration_is_the_plain_one_with_a_rejected_call_before_the_oracles(demos):
+    bundle, env, plain, recovering = demos
+    assert [(d.task_id, d.user_seed) for d in plain] == [(d.task_id, d.user_seed) for d in recovering]
+    assert all(d.fault is None and d.untrained == () for d in plain)
+    assert {d.fault for d in recovering} == set(RECOVERY_FAULTS)  # every demonstration made one (share 1)
+    writes = write_tools(env)
+    for before, after in zip(plain, recovering):
+        (index,) = after.untrained
+        wrong, error, right = after.messages[index:index + 3]
+        assert wrong["role"] == "assistant" and error["content"].startswith("Error: ")
+        assert error["role"] == "tool"  # the call rejected, or the malformed turn answered by the parser's error
+        assert right["role"] == "assistant" and right["tool_calls"]
+        # without the wrong turn and its error, the same conversation, the oracle's call where the fault was
+        rest = after.messages[:index] + after.messages[index + 2:]
+        assert [_shown(m) for m in rest] == [_shown(m) for m in before.messages]
+        name = right["tool_calls"][0]["function"]["name"]
+        plain_calls = [c["function"]["name"] for m in before.messages for c in m.get("tool_calls") or []]
+        assert name in writes or not writes & set(plain_calls)  # a write where the episode has one
+        if after.fault == "malformed":
+            assert not wrong.get("tool_calls") and "<tool_call>" in wrong["content"]
+        else:
+            (call,) = wrong["tool_calls"]
+            arguments = json.loads(call["function"]["arguments"])
+            assert (call["function"]["name"] != name) == (after.fault == "misnamed")
+            assert arguments.items() <= json.loads(right["tool_calls"][0]["function"]["arguments"]).items()
+        assert "<R" in json.dumps(after.messages)  # put in the delexicalised view like the plain one
+
+
+def test_the_wrong_turn_is_context_only_and_everything_trained_is_the_plain_demonstrations(demos, tiny_policy_dir):
+    bundle, env, plain, recovering = demos
+    _, tokenizer = load_policy(tiny_policy_dir)
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
+    weights = LabelWeights(tool_name=3.0)
+    plain_examples, _ = training_examples(chat, [d.messages for d in plain], 6144, weights)
+    examples, _ = training_examples(chat, [d.messages for d in recovering], 6144, weights,
+                                    [d.untrained for d in recovering])
+    unmasked, _ = training_examples(chat, [d.messages for d in recovering], 6144, weights)
+    for a, b, c in zip(plain_examples, examples, unmasked):
+        assert len(b.input_ids) > len(a.input_ids)  # the wrong turn and its error are in the context
+        trained = [(t, w) for t, label, w in zip(b.input_ids, b.labels, b.label_weights()) if label != IGNORE_INDEX]
+        assert trained == [(t, w) for t, label, w in zip(a.input_ids, a.labels, a.label_weights())
+                           if label != IGNORE_INDEX]  # the same tokens, with the same weights (names 3)
+        assert c.num_label_tokens > b.num_label_tokens  # unless told, the wrong turn would be trained
+
+
+def test_sft_records_its_recovery_demonstrations_and_the_share_is_checked(tmp_path):
+    config = load_config(SFTConfig, [
+        *SMALL_ENV_OVERRIDES, f"run_dir={tmp_path}", "data.demos_per_task=1", "data.recovery_share=0.5",
+        "data.opening_repeats=1", "trainer.epochs=1", "trainer.batch_size=4", "progress=false",
+        "data.copy_check_tasks=0",
+    ], defaults="sft.yaml")
+    train_sft(config)
+    stats = json.loads((tmp_path / "sft_stats.json").read_text())
+    made = stats["recovery_demonstrations"]
+    assert set(made) <= set(RECOVERY_FAULTS) and 0 < sum(made.values()) < stats["demonstrations"]
+    with pytest.raises(ConfigError, match="data.recovery_share"):
+        load_config(SFTConfig, ["data.recovery_share=1.5"], defaults="sft.yaml")
