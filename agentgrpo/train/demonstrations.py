@@ -80,10 +80,11 @@ def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConf
                 if result.reward != 1.0:
                     continue
                 messages, untrained, fault = result.messages, (), None
-                if recovery_share and rng.random() < recovery_share:
-                    call, kind = fault_call(result.actions, write_tools(config) or (), rng), rng.choice(RECOVERY_FAULTS)
-                    agent = RecoveringOracle(domain_oracle(config, bundle, task), call if call is not None else -1,
-                                             kind, signatures, rng)
+                call = fault_call(result.actions, write_tools(config) or (), rng) \
+                    if recovery_share and rng.random() < recovery_share else None
+                if call is not None:  # played again, with a fault the environment rejects before that call
+                    agent = RecoveringOracle(domain_oracle(config, bundle, task), call, rng.choice(RECOVERY_FAULTS),
+                                             signatures, rng)
                     env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client,
                                    delexicalise=False)
                     replay = run_episode(env, agent)

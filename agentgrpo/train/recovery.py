@@ -93,8 +93,8 @@ def wrong_call(kind: str, action: Action, text: str, signatures: Mapping[str, To
 
 
 class RecoveringOracle:
-    """``oracle`` with ``fault`` played once in place of its call number ``call`` (0-based over
-    its tool calls), then that call itself.
+    """``oracle`` with its call number ``call`` (0-based over its tool calls) first made wrong once,
+    as ``kind`` says (``wrong_call``), then made as the oracle makes it.
 
     ``act``/``last_text``/``last_error`` as ``agentgrpo.envs.episode.Agent``. The fault's
     observation (the error) never reaches ``oracle``: its plan gets the observation of its own
