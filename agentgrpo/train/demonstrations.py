@@ -35,11 +35,12 @@ from agentgrpo.openai_client import llm_user_client
 from agentgrpo.train.copy_check import CopyProbe, copied_values, find_copy_spans
 from agentgrpo.train.id_relabel import relabel_ids
 from agentgrpo.train.recovery import (
-    RECOVERY_FAULTS,
+    TOOL_FAULTS,
     RecoveringOracle,
     assistant_message_index,
     fault_call,
-    fault_rejected,
+    fault_turn,
+    is_recovery_of,
     tool_signatures,
 )
 from agentgrpo.train.sft_config import SFTConfig, SFTTrainerConfig
@@ -59,11 +60,13 @@ class Demonstration:
 
 
 def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConfig, splits: list[str],
-                           per_task: int, seed: int, recovery_share: float = 0.0) -> list[Demonstration]:
+                           per_task: int, seed: int, recovery_share: float = 0.0,
+                           recovery_faults: Sequence[str] = TOOL_FAULTS) -> list[Demonstration]:
     """Oracle transcripts with the scripted user on the ``splits`` tasks of every world in
     ``bundles``; failed episodes are dropped. With ``config.delexicalise`` the transcripts are
     as a delexicalising policy sees them (ids as slots). ``recovery_share`` (``data.recovery_share``):
-    the share of them played again as recovery demonstrations (``agentgrpo.train.recovery``)."""
+    the share of them played again as recovery demonstrations with one of ``recovery_faults``
+    (``agentgrpo.train.recovery``)."""
     demos = []
     user_client = llm_user_client(config.user)  # None for the scripted user (the default)
     kinds = id_kinds(config) if config.delexicalise else None
@@ -82,16 +85,17 @@ def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConf
                 messages, untrained, fault = result.messages, (), None
                 call = fault_call(result.actions, write_tools(config) or (), rng) \
                     if recovery_share and rng.random() < recovery_share else None
-                if call is not None:  # played again, with a fault the environment rejects before that call
-                    agent = RecoveringOracle(domain_oracle(config, bundle, task), call, rng.choice(RECOVERY_FAULTS),
+                if call is not None:  # played again, with a wrong turn the environment or user rejects
+                    kind = rng.choice(recovery_faults)
+                    turn = fault_turn(result.actions, call, kind)
+                    agent = RecoveringOracle(domain_oracle(config, bundle, task), -1 if turn is None else turn, kind,
                                              signatures, rng)
                     env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client,
                                    delexicalise=False)
                     replay = run_episode(env, agent)
-                    if (replay.reward == 1.0 and agent.fault is not None and agent.fault_turn is not None
-                            and fault_rejected(replay.steps, agent.fault_turn)):
-                        messages, fault = replay.messages, agent.fault.kind
-                        untrained = (assistant_message_index(messages, agent.fault_turn),)
+                    index = assistant_message_index(replay.messages, turn) if agent.fault else -1
+                    if replay.reward == 1.0 and agent.fault and is_recovery_of(replay.messages, index, result.messages):
+                        messages, untrained, fault = replay.messages, (index,), agent.fault.kind
                 if kinds:
                     messages = delexicalise_messages(messages, kinds)
                 demos.append(Demonstration(task.task_id, user_seed, result.reward, messages, untrained, fault))

@@ -11,25 +11,34 @@ small policy makes and the environment rejects, so the database is untouched:
   those arguments (a flight search sent as ``book_reservation``);
 * ``incomplete``: the call with a strict subset of its arguments (a flight change with only the
   reservation id); a call with fewer than two arguments is misnamed instead;
-* ``malformed``: the call's text with its closing tag missing (an unclosed block).
+* ``malformed``: the call's text with its closing tag missing (an unclosed block);
+* ``declined`` (not among the defaults): the message to the user before the write (in the
+  airline, the confirmation request) with one number in it changed (an amount, a date, a count),
+  which the user declines, restating the request.
 
-The error comes back, and the oracle's own call follows: the recovery. The wrong turn stays in
-the transcript as context and is left out of the loss (``Demonstration.untrained``); every other
-turn, the recovery included, is trained as usual. The scripted user never sees a tool call, so
-the episode after the fault is the plain one's; a replay that does not end in success, or whose
-fault was not rejected, keeps the plain demonstration.
+The error (or the user's "no") comes back, and the oracle's own turn follows: the recovery. The
+wrong turn stays in the transcript as context and is left out of the loss
+(``Demonstration.untrained``); every other turn, the recovery included, is trained as usual. A
+replay is kept only when, the wrong turn and its answer taken out, it is the plain demonstration
+turn for turn and ends in success (the scripted user never sees a tool call, and answers a
+declined request without changing what it later says); otherwise the plain one is kept.
 """
 from __future__ import annotations
 
+import json
 import random
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentgrpo.agent.format import TOOL_CALL_CLOSE, parse_assistant, render_assistant
-from agentgrpo.envs.types import Action, Step
+from agentgrpo.envs.types import Action, is_error_observation
 
-RECOVERY_FAULTS = ("misnamed", "incomplete", "malformed")
+TOOL_FAULTS = ("misnamed", "incomplete", "malformed")
+"""Faults of a tool call (the defaults of ``data.recovery_faults``)."""
+RECOVERY_FAULTS = (*TOOL_FAULTS, "declined")
+_NUMBER = re.compile(r"\d+")
 
 
 @dataclass(frozen=True)
@@ -72,8 +81,8 @@ def wrong_call(kind: str, action: Action, text: str, signatures: Mapping[str, To
                rng: random.Random) -> WrongCall:
     """``action`` (the oracle's call, with ``text`` its reason) made wrong in the way ``kind``
     names (``RECOVERY_FAULTS``), so that the tools' argument check or the parser rejects it."""
-    if kind not in RECOVERY_FAULTS:
-        raise ValueError(f"unknown fault {kind!r}; expected one of {RECOVERY_FAULTS}")
+    if kind not in TOOL_FAULTS:
+        raise ValueError(f"unknown fault of a call {kind!r}; expected one of {TOOL_FAULTS}")
     arguments = dict(action.kwargs)
     required = [k for k in arguments if k in signatures[action.name].required] if action.name in signatures else []
     if kind == "incomplete" and len(arguments) >= 2 and required:
@@ -92,44 +101,60 @@ def wrong_call(kind: str, action: Action, text: str, signatures: Mapping[str, To
     return WrongCall("malformed", action, raw, error or "malformed turn.")
 
 
+def wrong_message(text: str, rng: random.Random) -> str | None:
+    """``text`` (a message to the user) with one of its numbers, at random, changed by 1 to 3 up
+    or down (a width kept, so a date stays shaped like one); None when it holds no number."""
+    numbers = list(_NUMBER.finditer(text))
+    if not numbers:
+        return None
+    match = rng.choice(numbers)
+    value = int(match.group()) + rng.choice((-3, -2, -1, 1, 2, 3))
+    value = value if value >= 0 else int(match.group()) + 1
+    return text[:match.start()] + str(value).zfill(len(match.group())) + text[match.end():]
+
+
 class RecoveringOracle:
-    """``oracle`` with its call number ``call`` (0-based over its tool calls) first made wrong once,
-    as ``kind`` says (``wrong_call``), then made as the oracle makes it.
+    """``oracle`` with its move at agent turn ``turn`` (0-based) first made wrong once, as ``kind``
+    says (``wrong_call`` for a call, ``wrong_message`` for ``declined``), then made as it makes it.
 
-    ``act``/``last_text``/``last_error`` as ``agentgrpo.envs.episode.Agent``. The fault's
-    observation (the error) never reaches ``oracle``: its plan gets the observation of its own
-    call, as in the plain episode. ``fault_turn`` is the turn (0-based) the fault was played at."""
+    ``act``/``last_text``/``last_error`` as ``agentgrpo.envs.episode.Agent``. What answers the wrong
+    turn (an error, the user's "no") never reaches ``oracle``: its plan gets the answer to its own
+    move, as in the plain episode. ``fault`` is the wrong turn played (None if the move at ``turn``
+    was not of the kind ``kind`` needs: a call, or for ``declined`` a message with a number)."""
 
-    def __init__(self, oracle: Any, call: int, kind: str, signatures: Mapping[str, ToolSignature],
+    def __init__(self, oracle: Any, turn: int, kind: str, signatures: Mapping[str, ToolSignature],
                  rng: random.Random) -> None:
-        self.oracle, self.call, self.kind = oracle, call, kind
+        self.oracle, self.turn, self.kind = oracle, turn, kind
         self.signatures, self.rng = signatures, rng
         self.last_text = ""
         self.last_error: str | None = None
         self.fault: WrongCall | None = None
-        self.fault_turn: int | None = None
-        self._calls = self._turns = 0
+        self._turns = 0
         self._held: tuple[Action, str] | None = None
 
     def act(self, observation: str) -> Action:
         self.last_error = None
-        self._turns += 1
-        if self._held is not None:  # the oracle's own call, after its fault was rejected
+        turn, self._turns = self._turns, self._turns + 1
+        if self._held is not None:  # the oracle's own move, after its wrong version was rejected
             (action, self.last_text), self._held = self._held, None
             return action
         action = self.oracle.act(observation)
         text = getattr(self.oracle, "last_text", "") or ""
-        if action.is_respond:
-            self.last_text = text
+        self.last_text = text
+        if turn != self.turn:
             return action
-        self._calls += 1
-        if self._calls - 1 != self.call:
-            self.last_text = text
+        self.fault = self._wrong(action, text)
+        if self.fault is None:
             return action
-        self.fault = wrong_call(self.kind, action, text, self.signatures, self.rng)
-        self.fault_turn, self._held = self._turns - 1, (action, text)
+        self._held = (action, text)
         self.last_text, self.last_error = self.fault.text, self.fault.error
         return self.fault.action
+
+    def _wrong(self, action: Action, text: str) -> WrongCall | None:
+        if self.kind != "declined":
+            return None if action.is_respond else wrong_call(self.kind, action, text, self.signatures, self.rng)
+        wrong = wrong_message(action.content, self.rng) if action.is_respond else None
+        return None if wrong is None else WrongCall("declined", Action.respond(wrong), wrong)
 
 
 def fault_call(actions: Sequence[Action], write_tools: Collection[str], rng: random.Random) -> int | None:
@@ -141,12 +166,35 @@ def fault_call(actions: Sequence[Action], write_tools: Collection[str], rng: ran
     return rng.choice(candidates) if candidates else None
 
 
-def fault_rejected(steps: Sequence[Step], turn: int) -> bool:
-    """Whether the fault played at ``turn`` came back as an error (the database untouched)."""
-    return 0 <= turn < len(steps) and bool(steps[turn].error)
+def fault_turn(actions: Sequence[Action], call: int, kind: str) -> int | None:
+    """The agent turn (0-based over ``actions``) a ``kind`` fault goes at, before tool call number
+    ``call``: that call's own turn, or for ``declined`` the last message to the user before it
+    (None if there is none)."""
+    turns = [t for t, a in enumerate(actions) if not a.is_respond]
+    if kind != "declined":
+        return turns[call]
+    return next((t for t in range(turns[call] - 1, -1, -1) if actions[t].is_respond), None)
 
 
 def assistant_message_index(messages: Sequence[Mapping[str, Any]], turn: int) -> int:
     """The index in ``messages`` of the assistant message of ``turn`` (0-based agent turns)."""
     indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
     return indices[turn]
+
+
+def _shown(message: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A message as the policy reads it, call ids aside (they number the turns)."""
+    calls = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.get("tool_calls") or []]
+    return message.get("role"), message.get("content"), calls
+
+
+def is_recovery_of(replay: Sequence[Mapping[str, Any]], index: int, plain: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``replay`` is ``plain`` with one wrong turn (at ``index``) and its answer put in, a
+    call's answer an error (the call rejected, the database untouched)."""
+    if not 0 <= index < len(replay) - 1:
+        return False
+    answer = replay[index + 1]
+    if answer.get("role") == "tool" and not is_error_observation(str(answer.get("content"))):
+        return False
+    rest = [*replay[:index], *replay[index + 2:]]
+    return len(rest) == len(plain) and all(_shown(a) == _shown(b) for a, b in zip(rest, plain))

@@ -179,7 +179,8 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     bundle = build_env(config.env)
     worlds = build_training_worlds(config.env, training=bundle)
     demos = demonstrations if demonstrations is not None else collect_demonstrations(
-        worlds, config.env, config.data.splits, config.data.demos_per_task, config.seed, config.data.recovery_share)
+        worlds, config.env, config.data.splits, config.data.demos_per_task, config.seed,
+        config.data.recovery_share, config.data.recovery_faults)
     if not demos:
         raise RuntimeError("the oracle produced no successful demonstrations for the SFT splits")
     model, tokenizer = prepare_policy(config, worlds, demos, agent_config, resumed)

@@ -10,6 +10,7 @@ from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import SPLIT_NAMES
 from agentgrpo.policy.settings import SFTPolicyConfig
 from agentgrpo.tracking import TrackingConfig
+from agentgrpo.train.recovery import RECOVERY_FAULTS, TOOL_FAULTS
 
 
 @dataclass
@@ -67,8 +68,14 @@ class SFTDataConfig:
     one) is first made wrong (misnamed, missing arguments, or malformed), the environment rejects
     it, and the oracle's own call follows; the wrong turn is context only, not trained. In [0, 1];
     0: none."""
+    recovery_faults: list[str] = field(default_factory=lambda: list(TOOL_FAULTS))
+    """The faults recovery demonstrations are drawn from, uniformly (``RECOVERY_FAULTS``): a call
+    ``misnamed``, ``incomplete`` or ``malformed``, or the message before the write ``declined`` (one
+    number in it changed, so the user says no and restates the request)."""
 
     def __post_init__(self) -> None:
+        require(bool(self.recovery_faults) and set(self.recovery_faults) <= set(RECOVERY_FAULTS),
+                "data.recovery_faults", self.recovery_faults, f"must be a non-empty list of {list(RECOVERY_FAULTS)}")
         require(0.0 <= self.recovery_share <= 1.0, "data.recovery_share", self.recovery_share, "must be in [0, 1]")
         require(self.opening_repeats >= 0, "data.opening_repeats", self.opening_repeats, "must be >= 0")
         require(self.opening_reads >= 1, "data.opening_reads", self.opening_reads, "must be >= 1 (tool results)")

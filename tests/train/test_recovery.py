@@ -15,7 +15,17 @@ from agentgrpo.envs.registry import write_tools
 from agentgrpo.envs.types import Action
 from agentgrpo.policy.hf import load_policy
 from agentgrpo.train.demonstrations import LabelWeights, collect_demonstrations, training_examples
-from agentgrpo.train.recovery import RECOVERY_FAULTS, ToolSignature, fault_call, tool_signatures, wrong_call
+from agentgrpo.train.recovery import (
+    RECOVERY_FAULTS,
+    TOOL_FAULTS,
+    ToolSignature,
+    fault_call,
+    fault_turn,
+    is_recovery_of,
+    tool_signatures,
+    wrong_call,
+    wrong_message,
+)
 from agentgrpo.train.sft import train_sft
 from agentgrpo.train.sft_config import SFTConfig
 
@@ -66,7 +76,30 @@ def test_each_fault_is_one_the_argument_check_or_the_parser_rejects():
     assert fault.text.startswith("I cancel it.\n<tool_call>\n{") and "</tool_call>" not in fault.text
     assert fault.error == "unclosed <tool_call>: end the call with </tool_call>."
     with pytest.raises(ValueError, match="unknown fault"):
-        wrong_call("typo", cancel, "", SIGNATURES, rng)
+        wrong_call("declined", cancel, "", SIGNATURES, rng)  # a fault of a message, not of a call
+
+
+def test_a_declined_message_has_one_number_changed_and_a_date_keeps_its_shape():
+    rng = random.Random(0)
+    text = "Here is the change: 2 bags on 2024-05-07, $150 in all. Shall I proceed (yes/no)?"
+    numbers = [int(n) for n in "2 2024 05 07 150".split()]
+    seen = set()
+    for _ in range(100):
+        wrong = wrong_message(text, rng)
+        got = [int(n) for n in __import__("re").findall(r"\d+", wrong)]
+        changed = [i for i, (a, b) in enumerate(zip(numbers, got)) if a != b]
+        assert len(got) == len(numbers) and len(changed) == 1 and 1 <= abs(got[changed[0]] - numbers[changed[0]]) <= 3
+        assert __import__("re").search(r"\d{4}-\d{2}-\d{2}", wrong)  # zero-padded: still a date's shape
+        seen.add(changed[0])
+    assert seen == set(range(5))
+    assert wrong_message("Which reservation is it?", rng) is None
+
+
+def test_the_fault_turn_is_the_calls_own_or_for_a_declined_request_the_message_before_it():
+    actions = [Action("get_user_details", {}), Action.respond("Shall I proceed?"), Action("think", {}),
+               Action("cancel_reservation", {})]
+    assert fault_turn(actions, 2, "misnamed") == 3 and fault_turn(actions, 0, "malformed") == 0
+    assert fault_turn(actions, 2, "declined") == 1 and fault_turn(actions, 0, "declined") is None
 
 
 def test_the_fault_goes_before_a_write_call_or_any_call_in_an_episode_without_one():
@@ -99,7 +132,7 @@ def test_a_recovery_demonstration_is_the_plain_one_with_a_rejected_call_before_t
     bundle, env, plain, recovering = demos
     assert [(d.task_id, d.user_seed) for d in plain] == [(d.task_id, d.user_seed) for d in recovering]
     assert all(d.fault is None and d.untrained == () for d in plain)
-    assert {d.fault for d in recovering} == set(RECOVERY_FAULTS)  # every demonstration made one (share 1)
+    assert {d.fault for d in recovering} == set(TOOL_FAULTS)  # every demonstration made one (share 1)
     writes = write_tools(env)
     for before, after in zip(plain, recovering):
         (index,) = after.untrained
@@ -107,6 +140,8 @@ def test_a_recovery_demonstration_is_the_plain_one_with_a_rejected_call_before_t
         assert wrong["role"] == "assistant" and error["content"].startswith("Error: ")
         assert error["role"] == "tool"  # the call rejected, or the malformed turn answered by the parser's error
         assert right["role"] == "assistant" and right["tool_calls"]
+        assert is_recovery_of(after.messages, index, before.messages)
+        assert not is_recovery_of(after.messages, index - 1, before.messages)
         # without the wrong turn and its error, the same conversation, the oracle's call where the fault was
         rest = after.messages[:index] + after.messages[index + 2:]
         assert [_shown(m) for m in rest] == [_shown(m) for m in before.messages]
@@ -121,6 +156,28 @@ def test_a_recovery_demonstration_is_the_plain_one_with_a_rejected_call_before_t
             assert (call["function"]["name"] != name) == (after.fault == "misnamed")
             assert arguments.items() <= json.loads(right["tool_calls"][0]["function"]["arguments"]).items()
         assert "<R" in json.dumps(after.messages)  # put in the delexicalised view like the plain one
+
+
+def test_a_declined_request_is_answered_no_with_the_request_and_the_oracles_own_request_follows():
+    env = small_env_config(delexicalise=True)
+    bundle = build_env(env)
+    plain = collect_demonstrations(bundle, env, ["covered_seen", "uncovered_seen"], per_task=2, seed=3)
+    declined = collect_demonstrations(bundle, env, ["covered_seen", "uncovered_seen"], per_task=2, seed=3,
+                                      recovery_share=1.0, recovery_faults=["declined"])
+    made = [(a, b) for a, b in zip(plain, declined) if b.fault]
+    assert {b.fault for _, b in made} == {"declined"} and len(made) >= 5  # of the 10 episodes with a write
+    for before, after in made:
+        (index,) = after.untrained
+        wrong, answer, right = after.messages[index:index + 3]
+        assert answer["role"] == "user" and answer["content"].startswith("No, that's not what I want.")
+        assert wrong["content"] != right["content"] and not right.get("tool_calls")
+        assert after.messages[index + 3]["content"].startswith("Yes")  # the oracle's own request is accepted
+        assert is_recovery_of(after.messages, index, before.messages)
+        assert any(c["function"]["name"] in write_tools(env) for m in after.messages[index:]
+                   for c in m.get("tool_calls") or [])  # the request of a write
+    for before, after in zip(plain, declined):  # no write, or a request the user would accept anyway: plain
+        if not after.fault:
+            assert after.messages == before.messages and after.untrained == ()
 
 
 def test_the_wrong_turn_is_context_only_and_everything_trained_is_the_plain_demonstrations(demos, tiny_policy_dir):
@@ -152,3 +209,6 @@ def test_sft_records_its_recovery_demonstrations_and_the_share_is_checked(tmp_pa
     assert set(made) <= set(RECOVERY_FAULTS) and 0 < sum(made.values()) < stats["demonstrations"]
     with pytest.raises(ConfigError, match="data.recovery_share"):
         load_config(SFTConfig, ["data.recovery_share=1.5"], defaults="sft.yaml")
+    with pytest.raises(ConfigError, match="data.recovery_faults"):
+        load_config(SFTConfig, ["data.recovery_faults=[typo]"], defaults="sft.yaml")
+    assert set(RECOVERY_FAULTS) == {*TOOL_FAULTS, "declined"}
