@@ -93,7 +93,7 @@ def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConf
                     env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client,
                                    delexicalise=False)
                     replay = run_episode(env, agent)
-                    index = assistant_message_index(replay.messages, turn) if agent.fault else -1
+                    index = assistant_message_index(replay.messages, turn) if agent.fault and turn is not None else -1
                     if replay.reward == 1.0 and agent.fault and is_recovery_of(replay.messages, index, result.messages):
                         messages, untrained, fault = replay.messages, (index,), agent.fault.kind
                 if kinds:
