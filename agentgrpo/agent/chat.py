@@ -22,7 +22,8 @@ of re-encoding it (see its docstring for the one assumption it makes).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentgrpo.agent.format import (
@@ -71,6 +72,31 @@ def transcript_from_chat(messages: Sequence[Message], parse: Callable[[str], Par
 def function_schema(tool: dict[str, Any]) -> dict[str, Any]:
     """The function part of a tool schema (accepts OpenAI's ``{"type", "function"}`` wrapper)."""
     return tool["function"] if "function" in tool else tool
+
+
+@dataclass(frozen=True)
+class ToolSignature:
+    """What a tool's argument check accepts: its parameters, and the ones it requires."""
+
+    parameters: frozenset[str]
+    required: frozenset[str]
+
+    def rejects(self, arguments: Collection[str]) -> bool:
+        """Whether a call with these argument names fails the check (an argument the tool does not
+        take, or one it requires missing)."""
+        names = set(arguments)
+        return not names <= self.parameters or not self.required <= names
+
+
+def tool_signatures(schemas: Sequence[dict[str, Any]]) -> dict[str, ToolSignature]:
+    """Each tool's ``ToolSignature``, read from its JSON schema (``{"function": ...}`` or flat)."""
+    signatures = {}
+    for schema in schemas:
+        function = function_schema(schema)
+        parameters = function.get("parameters", {})
+        signatures[function["name"]] = ToolSignature(frozenset(parameters.get("properties", {})),
+                                                     frozenset(parameters.get("required", ())))
+    return signatures
 
 
 def build_system_prompt(policy: str, tools: Sequence[dict[str, Any]]) -> str:

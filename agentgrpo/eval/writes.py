@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentgrpo.agent.chat import tool_signatures
 from agentgrpo.config import DataError
 from agentgrpo.envs.transcript import first_reply_index
 from agentgrpo.envs.types import CUT_OFF, ERROR_PREFIX, Action, Step
@@ -221,10 +222,9 @@ ConfirmationFaults = Callable[["Task", str], "list[str] | None"]
 a write (empty: it would not), None when the message asks none or the task wants no write."""
 
 
-def tool_parameters(schemas: Sequence[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
+def tool_parameters(schemas: Sequence[dict[str, Any]]) -> dict[str, frozenset[str]]:
     """Each tool's parameter names, from OpenAI function schemas (``domain.tool_schemas()``)."""
-    return {schema["function"]["name"]: frozenset(schema["function"].get("parameters", {}).get("properties", {}))
-            for schema in schemas}
+    return {name: signature.parameters for name, signature in tool_signatures(schemas).items()}
 
 
 def tools_fitting(name: str, arguments: Collection[str], parameters: Mapping[str, frozenset[str]]) -> list[str]:

@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentgrpo.agent.chat import ChatFormat, policy_view
+from agentgrpo.agent.chat import ChatFormat, policy_view, tool_signatures
 from agentgrpo.agent.format import openai_assistant_text
 from agentgrpo.agent.masking import IGNORE_INDEX, SFTExample, assistant_span, build_sft_example
 from agentgrpo.chat_content import content_text
@@ -41,7 +41,6 @@ from agentgrpo.train.recovery import (
     fault_call,
     fault_turn,
     is_recovery_of,
-    tool_signatures,
 )
 from agentgrpo.train.sft_config import SFTConfig, SFTTrainerConfig
 
@@ -71,6 +70,7 @@ def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConf
     user_client = llm_user_client(config.user)  # None for the scripted user (the default)
     kinds = id_kinds(config) if config.delexicalise else None
     rng = random.Random(seed * 1_000_003 + 17)  # which demonstrations recover, from what: the seed's alone
+    writes = (write_tools(config) or frozenset()) if recovery_share else frozenset()
     for bundle in bundles if isinstance(bundles, list) else [bundles]:
         signatures = tool_signatures(bundle.domain.tool_schemas()) if recovery_share else {}
         for task in bundle.tasks(splits):
@@ -83,17 +83,16 @@ def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConf
                 if result.reward != 1.0:
                     continue
                 messages, untrained, fault = result.messages, (), None
-                call = fault_call(result.actions, write_tools(config) or (), rng) \
+                call = fault_call(result.actions, writes, rng) \
                     if recovery_share and rng.random() < recovery_share else None
-                if call is not None:  # played again, with a wrong turn the environment or user rejects
-                    kind = rng.choice(recovery_faults)
-                    turn = fault_turn(result.actions, call, kind)
-                    agent = RecoveringOracle(domain_oracle(config, bundle, task), -1 if turn is None else turn, kind,
-                                             signatures, rng)
+                kind = rng.choice(recovery_faults) if call is not None else None
+                turn = fault_turn(result.actions, call, kind) if call is not None and kind is not None else None
+                if turn is not None and kind is not None:  # played again, with a wrong turn that is rejected
+                    agent = RecoveringOracle(domain_oracle(config, bundle, task), turn, kind, signatures, rng)
                     env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client,
                                    delexicalise=False)
                     replay = run_episode(env, agent)
-                    index = assistant_message_index(replay.messages, turn) if agent.fault and turn is not None else -1
+                    index = assistant_message_index(replay.messages, turn) if agent.fault else -1
                     if replay.reward == 1.0 and agent.fault and is_recovery_of(replay.messages, index, result.messages):
                         messages, untrained, fault = replay.messages, (index,), agent.fault.kind
                 if kinds:

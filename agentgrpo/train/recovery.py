@@ -32,6 +32,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentgrpo.agent.chat import ToolSignature
 from agentgrpo.agent.format import TOOL_CALL_CLOSE, parse_assistant, render_assistant
 from agentgrpo.envs.types import Action, is_error_observation
 
@@ -39,31 +40,6 @@ TOOL_FAULTS = ("misnamed", "incomplete", "malformed")
 """Faults of a tool call (the defaults of ``data.recovery_faults``)."""
 RECOVERY_FAULTS = (*TOOL_FAULTS, "declined")
 _NUMBER = re.compile(r"\d+")
-
-
-@dataclass(frozen=True)
-class ToolSignature:
-    """What a tool's argument check accepts: its parameters, and the ones it requires."""
-
-    parameters: frozenset[str]
-    required: frozenset[str]
-
-    def rejects(self, arguments: Collection[str]) -> bool:
-        """Whether a call with these argument names fails the check (an argument the tool does not
-        take, or one it requires missing)."""
-        names = set(arguments)
-        return not names <= self.parameters or not self.required <= names
-
-
-def tool_signatures(schemas: Sequence[Mapping[str, Any]]) -> dict[str, ToolSignature]:
-    """Each tool's ``ToolSignature``, read from its JSON schema (``{"function": ...}`` or flat)."""
-    signatures = {}
-    for schema in schemas:
-        function = schema.get("function", schema)
-        parameters = function.get("parameters", {})
-        signatures[function["name"]] = ToolSignature(frozenset(parameters.get("properties", {})),
-                                                     frozenset(parameters.get("required", ())))
-    return signatures
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import random
 import pytest
 from helpers import SMALL_ENV_OVERRIDES, small_env_config
 
-from agentgrpo.agent.chat import ChatFormat
+from agentgrpo.agent.chat import ChatFormat, ToolSignature, tool_signatures
 from agentgrpo.agent.masking import IGNORE_INDEX
 from agentgrpo.config import ConfigError, load_config
 from agentgrpo.envs.airline.factory import build_env
@@ -18,11 +18,9 @@ from agentgrpo.train.demonstrations import LabelWeights, collect_demonstrations,
 from agentgrpo.train.recovery import (
     RECOVERY_FAULTS,
     TOOL_FAULTS,
-    ToolSignature,
     fault_call,
     fault_turn,
     is_recovery_of,
-    tool_signatures,
     wrong_call,
     wrong_message,
 )
