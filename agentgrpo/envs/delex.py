@@ -135,11 +135,13 @@ class DelexEnv:
         return replace(result, observation=self.names.delex(result.observation))
 
 
-def delexicalise_messages(messages: Iterable[dict[str, Any]], kinds: Sequence[IdKind]) -> list[dict[str, Any]]:
+def delexicalise_messages(messages: Iterable[dict[str, Any]], kinds: Sequence[IdKind],
+                          names: Delexicaliser | None = None) -> list[dict[str, Any]]:
     """A recorded transcript (OpenAI- or chat-style messages) as a delexicalising policy sees
-    it: every text, call arguments included, in message order through one ``Delexicaliser``;
-    the system prompt (the policy, not the world) is left as it is. The input is not changed."""
-    names = Delexicaliser(kinds)
+    it: every text, call arguments included, in message order through one ``Delexicaliser``
+    (``names``, to read its slots afterwards; a new one if None); the system prompt (the policy,
+    not the world) is left as it is. The input is not changed."""
+    names = Delexicaliser(kinds) if names is None else names
     return [dict(m) if m.get("role") == "system" else map_texts(m, names.delex) for m in messages]
 
 

@@ -9,7 +9,7 @@ is given. A transcript is rendered through the policy's chat template as the pol
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,6 +37,7 @@ from agentgrpo.train.id_relabel import relabel_ids
 from agentgrpo.train.recovery import (
     TOOL_FAULTS,
     RecoveringOracle,
+    Slip,
     assistant_message_index,
     fault_call,
     fault_turn,
@@ -60,12 +61,16 @@ class Demonstration:
 
 def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConfig, splits: list[str],
                            per_task: int, seed: int, recovery_share: float = 0.0,
-                           recovery_faults: Sequence[str] = TOOL_FAULTS) -> list[Demonstration]:
+                           recovery_faults: Sequence[str] = TOOL_FAULTS,
+                           slips: Callable[[Sequence[Mapping[str, Any]]], Slip] | None = None) -> list[Demonstration]:
     """Oracle transcripts with the scripted user on the ``splits`` tasks of every world in
     ``bundles``; failed episodes are dropped. With ``config.delexicalise`` the transcripts are
     as a delexicalising policy sees them (ids as slots). ``recovery_share`` (``data.recovery_share``):
     the share of them played again as recovery demonstrations with one of ``recovery_faults``
-    (``agentgrpo.train.recovery``)."""
+    (``agentgrpo.train.recovery``); the ``policy`` fault plays the slip ``slips`` finds in the
+    plain transcript (``PolicySlips``)."""
+    if "policy" in recovery_faults and recovery_share and slips is None:
+        raise ValueError("the policy fault needs the policy's slips (slips=PolicySlips(...))")
     demos = []
     user_client = llm_user_client(config.user)  # None for the scripted user (the default)
     kinds = id_kinds(config) if config.delexicalise else None
@@ -86,14 +91,21 @@ def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConf
                 call = fault_call(result.actions, writes, rng) \
                     if recovery_share and rng.random() < recovery_share else None
                 kind = rng.choice(recovery_faults) if call is not None else None
-                turn = fault_turn(result.actions, call, kind) if call is not None and kind is not None else None
-                if turn is not None and kind is not None:  # played again, with a wrong turn that is rejected
-                    agent = RecoveringOracle(domain_oracle(config, bundle, task), turn, kind, signatures, rng)
+                given = None
+                if kind == "policy" and slips is not None:  # where the policy itself first leaves this episode
+                    slip = slips(result.messages)
+                    turn, given = (slip.turn, slip.fault) if slip.fault is not None else (None, None)
+                else:
+                    turn = fault_turn(result.actions, call, kind) if call is not None and kind is not None else None
+                if turn is not None and kind is not None:  # played again, with a wrong turn that changes nothing
+                    agent = RecoveringOracle(domain_oracle(config, bundle, task), turn, kind, signatures, rng, given)
                     env = make_env(bundle, task, config, user_seed=user_seed, user_client=user_client,
                                    delexicalise=False)
                     replay = run_episode(env, agent)
                     index = assistant_message_index(replay.messages, turn) if agent.fault else -1
-                    if replay.reward == 1.0 and agent.fault and is_recovery_of(replay.messages, index, result.messages):
+                    harmless = writes if kind == "policy" else None  # a policy's read may run
+                    if replay.reward == 1.0 and agent.fault and is_recovery_of(replay.messages, index, result.messages,
+                                                                               harmless):
                         messages, untrained, fault = replay.messages, (index,), agent.fault.kind
                 if kinds:
                     messages = delexicalise_messages(messages, kinds)

@@ -41,6 +41,7 @@ from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import (
     build_policy,
     load_for_training,
+    load_policy,
     prepare_for_training,
     read_agent_config,
     resolve_view,
@@ -74,6 +75,7 @@ from agentgrpo.train.demonstrations import (
     transcript_text,
 )
 from agentgrpo.train.optim import make_optimizer, make_scheduler
+from agentgrpo.train.recovery import PolicySlips, greedy_turns
 from agentgrpo.train.resume import resume_checkpoint
 from agentgrpo.train.sft_config import SFTConfig, SFTTrainerConfig
 
@@ -108,6 +110,26 @@ def prepare_policy(config: SFTConfig, worlds: list[EnvBundle], demos: list[Demon
         model = model.to(getattr(torch, config.policy.dtype))
         return prepare_for_training(model, config.policy, init_dir), tokenizer
     return load_for_training(config.policy)
+
+
+def _policy_slips(config: SFTConfig, bundle: EnvBundle) -> PolicySlips | None:
+    """The ``policy`` recovery fault's slip finder: ``data.recovery_policy`` decoding greedily on
+    the demonstrations as it sees them, which must be as this SFT shows them."""
+    source = config.data.recovery_policy
+    if source is None or "policy" not in config.data.recovery_faults or not config.data.recovery_share:
+        return None
+    if not Path(source).is_dir():
+        raise ConfigError(f"data.recovery_policy={source!r} is invalid: no such checkpoint directory")
+    seen = read_agent_config(source)
+    for key in ("delexicalise", "delexicalise_places"):
+        if bool(seen.get(key)) != bool(getattr(config.env, key)):
+            raise ConfigError(f"data.recovery_policy={source!r} is invalid: it was trained with {key}="
+                              f"{bool(seen.get(key))}, these demonstrations have env.{key}={getattr(config.env, key)}")
+    model, tokenizer = load_policy(source)
+    model.eval()
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style=seen["prompt_style"])
+    kinds = id_kinds(config.env) if config.env.delexicalise else None
+    return PolicySlips(chat, greedy_turns(model, chat, use_autocast=config.policy.autocast_devices), kinds)
 
 
 def collate_examples(examples: list[SFTExample], pad_token_id: int) -> tuple[torch.Tensor, ...]:
@@ -178,9 +200,10 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
         (run_dir / "config.yaml").write_text(given)
     bundle = build_env(config.env)
     worlds = build_training_worlds(config.env, training=bundle)
+    slips = _policy_slips(config, bundle) if demonstrations is None else None
     demos = demonstrations if demonstrations is not None else collect_demonstrations(
         worlds, config.env, config.data.splits, config.data.demos_per_task, config.seed,
-        config.data.recovery_share, config.data.recovery_faults)
+        config.data.recovery_share, config.data.recovery_faults, slips)
     if not demos:
         raise RuntimeError("the oracle produced no successful demonstrations for the SFT splits")
     model, tokenizer = prepare_policy(config, worlds, demos, agent_config, resumed)
@@ -211,6 +234,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
         parameters=total,
         demonstrations=len(demos),
         recovery_demonstrations=dict(sorted(Counter(d.fault for d in demos if d.fault).items())),
+        **({"policy_slips": dict(sorted(slips.counts.items()))} if slips is not None else {}),
         openings=len(openings),
         worlds=len(worlds),
         tasks=sum(len(world.tasks(config.data.splits)) for world in worlds),

@@ -70,13 +70,22 @@ class SFTDataConfig:
     0: none."""
     recovery_faults: list[str] = field(default_factory=lambda: list(TOOL_FAULTS))
     """The faults recovery demonstrations are drawn from, uniformly (``RECOVERY_FAULTS``): a call
-    ``misnamed``, ``incomplete`` or ``malformed``, or the message before the write ``declined`` (one
-    number in it changed, so the user says no and restates the request)."""
+    ``misnamed``, ``incomplete`` or ``malformed``, the message before the write ``declined`` (one
+    number in it changed, so the user says no and restates the request), or ``policy``: the first
+    slip of the policy ``data.recovery_policy``, shown the demonstration (DAgger-style)."""
+    recovery_policy: str | None = None
+    """The checkpoint (a trained policy, e.g. an earlier SFT's ``final``) whose first slips the
+    ``policy`` fault plays: at each turn of a demonstration it decodes its own turn greedily, and the
+    first call that is not the oracle's (or a malformed turn) is played, then the oracle's. It must
+    see ids as this SFT's demonstrations show them (``env.delexicalise``, ``env.delexicalise_places``).
+    Needed by, and only by, the ``policy`` fault."""
 
     def __post_init__(self) -> None:
         require(bool(self.recovery_faults) and set(self.recovery_faults) <= set(RECOVERY_FAULTS),
                 "data.recovery_faults", self.recovery_faults, f"must be a non-empty list of {list(RECOVERY_FAULTS)}")
         require(0.0 <= self.recovery_share <= 1.0, "data.recovery_share", self.recovery_share, "must be in [0, 1]")
+        require(("policy" in self.recovery_faults) == (self.recovery_policy is not None), "data.recovery_policy",
+                self.recovery_policy, "must name a checkpoint exactly when data.recovery_faults holds policy")
         require(self.opening_repeats >= 0, "data.opening_repeats", self.opening_repeats, "must be >= 0")
         require(self.opening_reads >= 1, "data.opening_reads", self.opening_reads, "must be >= 1 (tool results)")
         unknown_openings = [s for s in self.opening_splits if s not in SPLIT_NAMES]

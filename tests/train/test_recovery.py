@@ -3,23 +3,29 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 from helpers import SMALL_ENV_OVERRIDES, small_env_config
 
-from agentgrpo.agent.chat import ChatFormat, ToolSignature, tool_signatures
+from agentgrpo.agent.chat import ChatFormat, ToolSignature, policy_view, tool_signatures
+from agentgrpo.agent.format import render_assistant
 from agentgrpo.agent.masking import IGNORE_INDEX
 from agentgrpo.config import ConfigError, load_config
 from agentgrpo.envs.airline.factory import build_env
-from agentgrpo.envs.registry import write_tools
+from agentgrpo.envs.delex import delexicalise_messages
+from agentgrpo.envs.registry import id_kinds, write_tools
 from agentgrpo.envs.types import Action
 from agentgrpo.policy.hf import load_policy
 from agentgrpo.train.demonstrations import LabelWeights, collect_demonstrations, training_examples
 from agentgrpo.train.recovery import (
     RECOVERY_FAULTS,
     TOOL_FAULTS,
+    PolicySlips,
+    Slip,
     fault_call,
     fault_turn,
+    first_slip,
     is_recovery_of,
     wrong_call,
     wrong_message,
@@ -195,18 +201,165 @@ def test_the_wrong_turn_is_context_only_and_everything_trained_is_the_plain_demo
         assert c.num_label_tokens > b.num_label_tokens  # unless told, the wrong turn would be trained
 
 
-def test_sft_records_its_recovery_demonstrations_and_the_share_is_checked(tmp_path):
-    config = load_config(SFTConfig, [
-        *SMALL_ENV_OVERRIDES, f"run_dir={tmp_path}", "data.demos_per_task=1", "data.recovery_share=0.5",
-        "data.opening_repeats=1", "trainer.epochs=1", "trainer.batch_size=4", "progress=false",
-        "data.copy_check_tasks=0",
-    ], defaults="sft.yaml")
+# ---- the policy's own slips (DAgger-style) -----------------------------------------------------
+
+def _oracle_turns(chat, demos, kinds=None):
+    """Each oracle turn's text, keyed by the policy-view prefix before it (a policy that is the oracle)."""
+    turns = {}
+    for demo in demos:
+        view = policy_view(chat, delexicalise_messages(demo.messages, kinds) if kinds else demo.messages)
+        for index, message in enumerate(view):
+            if message["role"] == "assistant":
+                turns[json.dumps(view[:index])] = message["content"]
+    return turns
+
+
+def _policy(chat, turns, change):
+    """A policy that makes the oracle's turn, except where ``change(parsed, prefix)`` gives other text."""
+    def next_turn(prefix):
+        text = turns[json.dumps(prefix)]
+        return change(chat.parse(text), prefix) or text
+    return next_turn
+
+
+@pytest.fixture(scope="module")
+def real_world(tiny_policy_dir):
+    env = small_env_config(delexicalise=True)
+    bundle = build_env(env)
+    _, tokenizer = load_policy(tiny_policy_dir)
+    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style="compact")
+    plain = collect_demonstrations(bundle, env, ["covered_seen", "uncovered_seen"], per_task=1, seed=3)
+    # the same episodes in real ids: the slip finder is given what the oracle played
+    real = collect_demonstrations(bundle, small_env_config(), ["covered_seen", "uncovered_seen"], per_task=1, seed=3)
+    return bundle, env, chat, plain, real
+
+
+def test_the_first_slip_is_the_first_call_that_is_not_the_oracles_put_back_in_the_worlds_ids(real_world):
+    bundle, env, chat, plain, real = real_world
+    kinds = id_kinds(env)
+    turns = _oracle_turns(chat, real, kinds)
+    demo = next(d for d in real if any(c["function"]["name"] == "get_reservation_details"
+                                       for m in d.messages for c in m.get("tool_calls") or []))
+    assert first_slip(demo.messages, chat, _policy(chat, turns, lambda p, _: None), kinds) == \
+        Slip(sum(m["role"] == "assistant" for m in demo.messages) - 1, "none")
+
+    def other_reservation(parsed, prefix):  # reads a slot the conversation never filled
+        if parsed.name == "get_reservation_details":
+            return render_assistant("I look it up.", parsed.name, {"reservation_id": "<R9>"})
+    slip = first_slip(demo.messages, chat, _policy(chat, turns, other_reservation), kinds)
+    reads = [i for i, a in enumerate(m for m in demo.messages if m["role"] == "assistant")
+             if any(c["function"]["name"] == "get_reservation_details" for c in a.get("tool_calls") or [])]
+    assert slip.turn == reads[0] and slip.outcome == "call" and slip.fault.kind == "policy"
+    assert slip.fault.action == Action("get_reservation_details", {"reservation_id": "<R9>"})  # never filled: kept
+
+    def first_filled(parsed, prefix):  # the first reservation slot the prefix filled, as the policy sees it
+        if parsed.name == "get_reservation_details":
+            filled = sorted(set(re.findall(r"<R\d+>", json.dumps(prefix))))
+            other = next(s for s in filled if s != parsed.arguments["reservation_id"])
+            return render_assistant("I look it up.", parsed.name, {"reservation_id": other})
+    slip = first_slip(demo.messages, chat, _policy(chat, turns, first_filled), kinds)
+    rid = slip.fault.action.kwargs["reservation_id"]
+    (read,) = [c for m in demo.messages for c in m.get("tool_calls") or []
+               if c["function"]["name"] == "get_reservation_details"][:1]
+    assert "<" not in rid and rid in json.dumps(demo.messages)  # the world's id that slot stood for
+    assert rid != json.loads(read["function"]["arguments"])["reservation_id"]
+    message = first_slip(demo.messages, chat, _policy(chat, turns, lambda p, _: "Let me check." if p.kind == "tool"
+                                                       else None), kinds)
+    assert message.outcome == "message" and message.fault is None and message.turn == 1  # the profile read
+    broken = first_slip(demo.messages, chat, _policy(chat, turns, lambda p, _: '<tool_call>\n{"name": "x"'
+                                                      if p.kind == "tool" else None), kinds)
+    assert broken.outcome == "malformed" and broken.fault.error and broken.fault.text.startswith("<tool_call>")
+
+
+def test_policy_recovery_demonstrations_play_the_policys_slip_then_the_oracles_turn(real_world):
+    bundle, env, chat, plain, real = real_world
+    kinds = id_kinds(env)
+    turns = _oracle_turns(chat, real, kinds)
+    writes = write_tools(env)
+
+    def drops_an_argument(parsed, prefix):  # the first write with one of its arguments left out: rejected
+        if parsed.name in writes and len(parsed.arguments) >= 2:
+            first = sorted(parsed.arguments)[0]
+            return render_assistant(parsed.text, parsed.name, {k: v for k, v in parsed.arguments.items() if k != first})
+    slips = PolicySlips(chat, _policy(chat, turns, drops_an_argument), kinds)
+    recovering = collect_demonstrations(bundle, env, ["covered_seen", "uncovered_seen"], per_task=1, seed=3,
+                                        recovery_share=1.0, recovery_faults=["policy"], slips=slips)
+    assert slips.counts["call"] >= 2 and slips.counts["call"] + slips.counts["none"] == len(plain)
+    made = [(a, b) for a, b in zip(plain, recovering) if b.fault]
+    assert {b.fault for _, b in made} == {"policy"} and len(made) == slips.counts["call"]
+    examples, _ = training_examples(chat, [d.messages for _, d in made], 6144, untrained=[d.untrained for _, d in made])
+    plain_examples, _ = training_examples(chat, [d.messages for d, _ in made], 6144)
+    for (before, after), example, reference in zip(made, examples, plain_examples):
+        (index,) = after.untrained
+        wrong, error, right = after.messages[index:index + 3]
+        assert error["content"].startswith("Error: ") and wrong["tool_calls"][0]["function"]["name"] in writes
+        assert right["tool_calls"][0]["function"]["name"] == wrong["tool_calls"][0]["function"]["name"]
+        assert is_recovery_of(after.messages, index, before.messages)
+        trained = [t for t, label in zip(example.input_ids, example.labels) if label != IGNORE_INDEX]
+        assert trained == [t for t, label in zip(reference.input_ids, reference.labels) if label != IGNORE_INDEX]
+
+    def reads_another(parsed, prefix):  # a read that runs: its answer stays in the context
+        if parsed.name == "get_reservation_details":
+            filled = sorted(set(re.findall(r"<R\d+>", json.dumps(prefix))))
+            others = [s for s in filled if s != parsed.arguments["reservation_id"]]
+            if others:
+                return render_assistant("I look it up.", parsed.name, {"reservation_id": others[0]})
+    slips = PolicySlips(chat, _policy(chat, turns, reads_another), kinds)
+    recovering = collect_demonstrations(bundle, env, ["covered_seen", "uncovered_seen"], per_task=1, seed=3,
+                                        recovery_share=1.0, recovery_faults=["policy"], slips=slips)
+    made = [(a, b) for a, b in zip(plain, recovering) if b.fault]
+    assert made and len(made) == slips.counts["call"]
+    for before, after in made:
+        (index,) = after.untrained
+        answer = after.messages[index + 1]
+        assert answer["role"] == "tool" and not answer["content"].startswith("Error")  # it ran
+        assert after.messages[index + 2]["tool_calls"][0]["function"]["name"] == "get_reservation_details"
+        # the rest is the plain demonstration's (with the read's ids in view, later slots are numbered on)
+        rest = after.messages[:index] + after.messages[index + 2:]
+        assert after.messages[:index] == before.messages[:index]
+        assert [(m["role"], [c["function"]["name"] for c in m.get("tool_calls") or []]) for m in rest] == \
+            [(m["role"], [c["function"]["name"] for c in m.get("tool_calls") or []]) for m in before.messages]
+    with pytest.raises(ValueError, match="slips"):
+        collect_demonstrations(bundle, env, ["covered_seen"], 1, 3, recovery_share=1.0, recovery_faults=["policy"])
+
+
+def test_sft_records_its_recovery_demonstrations_a_trained_policys_slips_and_checks_its_settings(
+        tmp_path, tiny_policy_dir):
+    args = [*SMALL_ENV_OVERRIDES, "data.demos_per_task=1", "data.recovery_share=1.0", "data.opening_repeats=1",
+            "data.recovery_faults=[misnamed,incomplete,malformed,policy]", "trainer.epochs=1", "trainer.batch_size=4",
+            "progress=false", "data.copy_check_tasks=0"]
+    config = load_config(SFTConfig, [*args, f"run_dir={tmp_path / 'sft'}", f"data.recovery_policy={tiny_policy_dir}"],
+                         defaults="sft.yaml")
     train_sft(config)
-    stats = json.loads((tmp_path / "sft_stats.json").read_text())
-    made = stats["recovery_demonstrations"]
-    assert set(made) <= set(RECOVERY_FAULTS) and 0 < sum(made.values()) < stats["demonstrations"]
+    stats = json.loads((tmp_path / "sft" / "sft_stats.json").read_text())
+    made, slips = stats["recovery_demonstrations"], stats["policy_slips"]
+    assert set(made) <= set(RECOVERY_FAULTS) and set(made) & set(TOOL_FAULTS)
+    assert 0 < sum(made.values()) <= stats["demonstrations"]
+    # the untrained tiny policy leaves at once every demonstration drawn for its fault
+    assert 0 < sum(slips.values()) < stats["demonstrations"] and "none" not in slips
+    assert made.get("policy", 0) <= slips.get("call", 0) + slips.get("malformed", 0)
     with pytest.raises(ConfigError, match="data.recovery_share"):
         load_config(SFTConfig, ["data.recovery_share=1.5"], defaults="sft.yaml")
     with pytest.raises(ConfigError, match="data.recovery_faults"):
         load_config(SFTConfig, ["data.recovery_faults=[typo]"], defaults="sft.yaml")
-    assert set(RECOVERY_FAULTS) == {*TOOL_FAULTS, "declined"}
+    assert set(RECOVERY_FAULTS) == {*TOOL_FAULTS, "declined", "policy"}
+    with pytest.raises(ConfigError, match="data.recovery_policy"):
+        load_config(SFTConfig, [*args, f"run_dir={tmp_path}"], defaults="sft.yaml")  # the fault needs a policy
+    with pytest.raises(ConfigError, match="data.recovery_policy"):
+        load_config(SFTConfig, [f"data.recovery_policy={tiny_policy_dir}"], defaults="sft.yaml")  # and only it
+    with pytest.raises(ConfigError, match="no such checkpoint"):
+        train_sft(load_config(SFTConfig, [*args, f"run_dir={tmp_path / 'x'}", "data.recovery_policy=/nonexistent"],
+                              defaults="sft.yaml"))
+    with pytest.raises(ConfigError, match="delexicalise"):  # it must see ids as the demonstrations show them
+        train_sft(load_config(SFTConfig, [*args, f"run_dir={tmp_path / 'y'}", "env.delexicalise=true",
+                                          f"data.recovery_policy={tiny_policy_dir}"], defaults="sft.yaml"))
+
+
+def test_a_call_that_ran_is_a_recovery_only_when_it_changes_nothing():
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c0", "type": "function", "function": {"name": "get_reservation_details", "arguments": "{}"}}]}
+    plain = [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Which one?"}]
+    ran = [plain[0], call, {"role": "tool", "content": '{"id": "X"}'}, plain[1]]
+    assert not is_recovery_of(ran, 1, plain)  # a call that ran is no rejected call
+    assert is_recovery_of(ran, 1, plain, writes={"cancel_reservation"})  # a read changes nothing
+    assert not is_recovery_of(ran, 1, plain, writes={"get_reservation_details"})
