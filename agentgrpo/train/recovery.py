@@ -223,7 +223,7 @@ def first_slip(messages: Sequence[Mapping[str, Any]], chat: ChatFormat, next_tur
     wording of one is not a decision this can read; a call agrees when the tool and every argument
     are the oracle's (the reason before it may differ). A slip's call is put back in the world's
     ids (slots the policy names that the prefix never filled stay as written, as in an episode)."""
-    shown = delexicalise_messages(messages, kinds) if kinds else [dict(m) for m in messages]
+    shown = delexicalise_messages(messages, kinds) if kinds else list(messages)
     view = policy_view(chat, shown)
     offset = len(view) - len(messages)  # policy_view puts its own system message first
     turn = -1

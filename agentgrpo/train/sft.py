@@ -116,7 +116,7 @@ def _policy_slips(config: SFTConfig, bundle: EnvBundle) -> PolicySlips | None:
     """The ``policy`` recovery fault's slip finder: ``data.recovery_policy`` decoding greedily on
     the demonstrations as it sees them, which must be as this SFT shows them."""
     source = config.data.recovery_policy
-    if source is None or "policy" not in config.data.recovery_faults or not config.data.recovery_share:
+    if source is None or not config.data.recovery_share:  # a source is given exactly with the policy fault
         return None
     if not Path(source).is_dir():
         raise ConfigError(f"data.recovery_policy={source!r} is invalid: no such checkpoint directory")
