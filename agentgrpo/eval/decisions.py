@@ -145,22 +145,21 @@ def run_decisions(config: Any, batch_size: int = 16) -> DecisionReport:
     """Play the oracle on ``config``'s tasks, decode the policy at every assistant turn, write the report."""
     import torch
 
-    from agentgrpo.agent.chat import ChatFormat, policy_view
+    from agentgrpo.agent.chat import policy_view
     from agentgrpo.envs.delex import delexicalise_messages
     from agentgrpo.envs.episode import run_episode
     from agentgrpo.envs.registry import domain_oracle, id_kinds, make_env, write_tools
     from agentgrpo.eval.tasks import eval_tasks
     from agentgrpo.policy.device import resolve_device
     from agentgrpo.policy.generate import generate_batch
-    from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_view
+    from agentgrpo.policy.hf import load_agent, resolve_view
     from agentgrpo.rollout.engine import copy_kinds
 
     tasks = eval_tasks(config)
     device = resolve_device(config.policy.device)
-    model, tokenizer = load_policy(config.policy.init, getattr(torch, config.policy.dtype), device=device)
     domain = tasks[0].bundle.domain
-    chat = ChatFormat(tokenizer, domain.tool_schemas(), domain.policy,
-                      prompt_style=read_agent_config(config.policy.init)["prompt_style"])
+    model, chat = load_agent(config.policy.init, domain.tool_schemas(), domain.policy,
+                             getattr(torch, config.policy.dtype), device)
     rollout = config.rollout
     policy_env = resolve_view(config.env, config.policy.init)  # the policy's view of ids
     grammar = (chat.grammar(model.config.vocab_size, copy_values=rollout.copy_arguments,

@@ -238,19 +238,17 @@ def _play_checkpoint(config: EvalConfig, jobs: list[EpisodeJob], done: Callable[
 
     import torch
 
-    from agentgrpo.agent.chat import ChatFormat
     from agentgrpo.agent.types import Trajectory
     from agentgrpo.policy.device import autocast, resolve_device
-    from agentgrpo.policy.hf import load_policy, read_agent_config, resolve_view
+    from agentgrpo.policy.hf import load_agent, resolve_view
     from agentgrpo.rollout.engine import EpisodeSpec, RolloutEngine, copy_kinds
 
     if not jobs:
         return
     device = resolve_device(config.policy.device)
-    model, tokenizer = load_policy(config.policy.init, getattr(torch, config.policy.dtype), device=device)
     domain = jobs[0].bundle.domain  # tools and policy text are the same in every generated world
-    chat = ChatFormat(tokenizer, domain.tool_schemas(), domain.policy,
-                      prompt_style=read_agent_config(config.policy.init)["prompt_style"])
+    model, chat = load_agent(config.policy.init, domain.tool_schemas(), domain.policy,
+                             getattr(torch, config.policy.dtype), device)
     rows = min(config.max_batch, config.rollout.max_batch or config.max_batch)
     policy_env = resolve_view(config.env, config.policy.init)  # the policy's view of ids
     engine = RolloutEngine(model, chat, dataclasses.replace(config.rollout, max_batch=rows),

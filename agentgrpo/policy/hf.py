@@ -196,6 +196,15 @@ def write_model_files(model: Any, tokenizer: Any, directory: str | Path,
         (Path(directory) / AGENT_CONFIG_FILE).write_text(json.dumps(agent_config, indent=2, sort_keys=True))
 
 
+def load_agent(source: str | Path, tools: Sequence[dict[str, Any]], policy: str,
+               dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> tuple[Any, ChatFormat]:
+    """``(model, chat)`` for acting from ``source``: ``load_policy``'s model, and its tokenizer in the
+    chat format the checkpoint was trained with (the prompt style its ``agentgrpo.json`` records),
+    with ``tools`` and the ``policy`` text (a domain's ``tool_schemas()`` and ``policy``)."""
+    model, tokenizer = load_policy(source, dtype, device=device)
+    return model, ChatFormat(tokenizer, tools, policy, prompt_style=read_agent_config(source)["prompt_style"])
+
+
 def read_agent_config(source: str | Path) -> dict[str, Any]:
     """The agent config saved with a checkpoint; pretrained models get the full prompt."""
     path = Path(resolve_source(source)) / AGENT_CONFIG_FILE
@@ -266,16 +275,17 @@ class HFPolicy:
     """A transformers model with its tokenizer and chat format, for one episode at a time."""
 
     def __init__(self, model: Any, tokenizer: Any, tools: Sequence[dict[str, Any]], policy: str,
-                 *, system_prompt: str | None = None):
+                 *, system_prompt: str | None = None, prompt_style: str = "full"):
         self.model = model
         self.tokenizer = tokenizer
-        self.chat = ChatFormat(tokenizer, tools, policy, system_prompt=system_prompt)
+        self.chat = ChatFormat(tokenizer, tools, policy, system_prompt=system_prompt, prompt_style=prompt_style)
 
     @classmethod
     def load(cls, source: str | Path, tools: Sequence[dict[str, Any]], policy: str,
              dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> HFPolicy:
-        model, tokenizer = load_policy(source, dtype=dtype, device=device)
-        return cls(model, tokenizer, tools, policy)
+        """The policy from ``source``, prompted as it was trained (``load_agent``)."""
+        model, chat = load_agent(source, tools, policy, dtype, device)
+        return cls(model, chat.tokenizer, tools, policy, prompt_style=chat.prompt_style)
 
     @property
     def device(self) -> torch.device:

@@ -40,8 +40,8 @@ from agentgrpo.policy.device import AutocastOn, model_device
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import (
     build_policy,
+    load_agent,
     load_for_training,
-    load_policy,
     prepare_for_training,
     read_agent_config,
     resolve_view,
@@ -125,9 +125,7 @@ def _policy_slips(config: SFTConfig, bundle: EnvBundle) -> PolicySlips | None:
         if bool(seen.get(key)) != bool(getattr(config.env, key)):
             raise ConfigError(f"data.recovery_policy={source!r} is invalid: it was trained with {key}="
                               f"{bool(seen.get(key))}, these demonstrations have env.{key}={getattr(config.env, key)}")
-    model, tokenizer = load_policy(source)
-    model.eval()
-    chat = ChatFormat(tokenizer, bundle.domain.tool_schemas(), bundle.domain.policy, prompt_style=seen["prompt_style"])
+    model, chat = load_agent(source, bundle.domain.tool_schemas(), bundle.domain.policy)
     kinds = id_kinds(config.env) if config.env.delexicalise else None
     return PolicySlips(chat, greedy_turns(model, chat, use_autocast=config.policy.autocast_devices), kinds)
 

@@ -9,7 +9,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agentgrpo.policy import gguf
-from agentgrpo.policy.hf import HFPolicy, build_policy, load_policy, save_policy
+from agentgrpo.policy.hf import HFPolicy, build_policy, load_agent, load_policy, save_policy
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +117,21 @@ def test_save_policy_replaces_atomically(tiny, tmp_path):
         save_policy(model, _FailingTokenizer(), out)
     assert sorted(p.name for p in out.iterdir()) == before
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+
+
+def test_a_loaded_policy_is_prompted_as_it_was_trained(tiny, domain, tmp_path):
+    # a checkpoint trained on the compact prompt must act on it: the full prompt is a context it never saw
+    model, tokenizer, _ = tiny
+    tools = domain.tool_schemas()[-2:]
+    for style in ("compact", "full"):
+        out = save_policy(model, tokenizer, tmp_path / style, {"prompt_style": style})
+        loaded, chat = load_agent(out, tools, "Help airline customers.")
+        assert chat.prompt_style == style
+        assert HFPolicy.load(out, tools, "Help airline customers.").chat.system_prompt == chat.system_prompt
+        assert torch.equal(loaded.model.embed_tokens.weight, model.model.embed_tokens.weight)
+    compact, full = (HFPolicy.load(tmp_path / s, tools, "Help airline customers.").chat for s in ("compact", "full"))
+    assert compact.system_prompt != full.system_prompt
+    assert len(compact.encode(compact.system_prompt)) < len(full.encode(full.system_prompt))
 
 
 @pytest.fixture(scope="module")
