@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import re
 import types
 import typing
 from collections.abc import Sequence
@@ -202,10 +203,17 @@ def from_dict(schema: type[T], data: dict[str, Any], prefix: str = "") -> T:
     kwargs = {key: _convert(hints[key], value, prefix + key) for key, value in data.items()}
     try:
         return schema(**kwargs)
-    except ConfigError:
-        raise
-    except (TypeError, ValueError) as e:  # __post_init__ checks name their keys
-        raise ConfigError(str(e)) from None
+    except (ConfigError, TypeError, ValueError) as e:  # __post_init__ checks name their keys
+        raise ConfigError(_placed(str(e), schema, prefix)) from None
+
+
+def _placed(message: str, schema: type, prefix: str) -> str:
+    """A section's check names its keys under the section's usual place (``SECTION``: ``rollout.``);
+    where it sits elsewhere (``data.rft_rollout.``) the message names the keys there."""
+    section = getattr(schema, "SECTION", None)
+    if section is None or not prefix or prefix == f"{section}.":
+        return message
+    return re.sub(rf"(?<![\w.]){re.escape(section)}\.", prefix, message)
 
 
 _YAML_BOOL_WORDS = {False: ("off", "no", "false", "n"), True: ("on", "yes", "true", "y")}

@@ -14,6 +14,8 @@ from agentgrpo.config import require
 class RolloutConfig:
     """Sampling and episode limits for the rollout engine."""
 
+    SECTION = "rollout"  # where its checks name its keys; elsewhere (data.rft_rollout) renamed by load_config
+
     max_turns: int = 30
     """Assistant turns per episode (tool calls, messages and malformed outputs all count)."""
     max_new_tokens: int = 256

@@ -57,6 +57,9 @@ class Demonstration:
     wrong call of a recovery demonstration, ``agentgrpo.train.recovery``)."""
     fault: str | None = None
     """The fault a recovery demonstration was played with (``RECOVERY_FAULTS``); None: a plain one."""
+    source: str = "oracle"
+    """Who acted: ``oracle``, or ``policy`` for a trained policy's own successful episode
+    (rejection-sampling fine-tuning, ``agentgrpo.train.rft``)."""
 
 
 def collect_demonstrations(bundles: EnvBundle | list[EnvBundle], config: EnvConfig, splits: list[str],

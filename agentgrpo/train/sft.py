@@ -35,7 +35,7 @@ from agentgrpo.agent.chat import ChatFormat
 from agentgrpo.agent.masking import SFTExample
 from agentgrpo.config import ConfigError, to_dict, to_yaml
 from agentgrpo.envs.delex import slot_token, slot_tokens
-from agentgrpo.envs.registry import EnvBundle, build_env, build_training_worlds, id_kinds
+from agentgrpo.envs.registry import EnvBundle, build_env, build_training_worlds, id_kinds, write_tools
 from agentgrpo.policy.device import AutocastOn, model_device
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import (
@@ -77,6 +77,7 @@ from agentgrpo.train.demonstrations import (
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 from agentgrpo.train.recovery import PolicySlips, greedy_turns
 from agentgrpo.train.resume import resume_checkpoint
+from agentgrpo.train.rft import own_successful_episodes
 from agentgrpo.train.sft_config import SFTConfig, SFTTrainerConfig
 
 
@@ -112,19 +113,26 @@ def prepare_policy(config: SFTConfig, worlds: list[EnvBundle], demos: list[Demon
     return load_for_training(config.policy)
 
 
+def check_acting_policy(config: SFTConfig, key: str, source: str) -> None:
+    """A trained policy that acts on this SFT's demonstrations (``data.<key>``) must exist and
+    read the view of ids they are in: else a ConfigError naming the key, before any work."""
+    if not Path(source).is_dir():
+        raise ConfigError(f"data.{key}={source!r} is invalid: no such checkpoint directory")
+    seen = read_agent_config(source)
+    for view in ("delexicalise", "delexicalise_places"):
+        trained, shown = bool(seen.get(view)), bool(getattr(config.env, view))
+        if trained != shown:
+            raise ConfigError(f"data.{key}={source!r} is invalid: it was trained with {view}={trained}, "
+                              f"these demonstrations have env.{view}={shown}")
+
+
 def _policy_slips(config: SFTConfig, bundle: EnvBundle) -> PolicySlips | None:
     """The ``policy`` recovery fault's slip finder: ``data.recovery_policy`` decoding greedily on
     the demonstrations as it sees them, which must be as this SFT shows them."""
     source = config.data.recovery_policy
     if source is None or not config.data.recovery_share:  # a source is given exactly with the policy fault
         return None
-    if not Path(source).is_dir():
-        raise ConfigError(f"data.recovery_policy={source!r} is invalid: no such checkpoint directory")
-    seen = read_agent_config(source)
-    for key in ("delexicalise", "delexicalise_places"):
-        if bool(seen.get(key)) != bool(getattr(config.env, key)):
-            raise ConfigError(f"data.recovery_policy={source!r} is invalid: it was trained with {key}="
-                              f"{bool(seen.get(key))}, these demonstrations have env.{key}={getattr(config.env, key)}")
+    check_acting_policy(config, "recovery_policy", source)
     model, chat = load_agent(source, bundle.domain.tool_schemas(), bundle.domain.policy)
     kinds = id_kinds(config.env) if config.env.delexicalise else None
     return PolicySlips(chat, greedy_turns(model, chat, use_autocast=config.policy.autocast_devices), kinds)
@@ -199,9 +207,18 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     bundle = build_env(config.env)
     worlds = build_training_worlds(config.env, training=bundle)
     slips = _policy_slips(config, bundle) if demonstrations is None else None
+    rft_source = config.data.rft_policy if demonstrations is None else None
+    if rft_source is not None:
+        check_acting_policy(config, "rft_policy", rft_source)
     demos = demonstrations if demonstrations is not None else collect_demonstrations(
         worlds, config.env, config.data.splits, config.data.demos_per_task, config.seed,
         config.data.recovery_share, config.data.recovery_faults, slips)
+    own = None
+    if rft_source is not None:
+        own = own_successful_episodes(rft_source, worlds, config.env, config.data.splits, config.data.rft_samples,
+                                      config.data.rft_rollout, config.seed, write_tools(config.env) or (),
+                                      config.policy.autocast_devices)
+        demos = demos + own.demos
     if not demos:
         raise RuntimeError("the oracle produced no successful demonstrations for the SFT splits")
     model, tokenizer = prepare_policy(config, worlds, demos, agent_config, resumed)
@@ -233,6 +250,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
         demonstrations=len(demos),
         recovery_demonstrations=dict(sorted(Counter(d.fault for d in demos if d.fault).items())),
         **({"policy_slips": dict(sorted(slips.counts.items()))} if slips is not None else {}),
+        **({"rft": own.stats()} if own is not None else {}),
         openings=len(openings),
         worlds=len(worlds),
         tasks=sum(len(world.tasks(config.data.splits)) for world in worlds),

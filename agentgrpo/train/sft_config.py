@@ -9,8 +9,13 @@ from agentgrpo.config import require
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import SPLIT_NAMES
 from agentgrpo.policy.settings import SFTPolicyConfig
+from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.tracking import TrackingConfig
 from agentgrpo.train.recovery import RECOVERY_FAULTS, TOOL_FAULTS
+
+RFT_SEED_OFFSET = 500
+"""``data.rft_policy``'s episodes take user seeds from ``seed * 1000 + RFT_SEED_OFFSET`` on, past the
+oracle's (``seed * 1000 + k``), so the policy and the oracle never meet the same scripted user on a task."""
 
 
 @dataclass
@@ -80,12 +85,25 @@ class SFTDataConfig:
     see ids as this SFT's demonstrations show them (``env.delexicalise``, ``env.delexicalise_places``).
     Needed by, and only by, the ``policy`` fault."""
 
+    rft_policy: str | None = None
+    """Rejection-sampling fine-tuning (``agentgrpo.train.rft``): a trained policy (an earlier SFT's
+    ``final``, reading the view these demonstrations are in) that plays every demonstration task
+    ``rft_samples`` times; its distinct successful episodes join the oracle's demonstrations.
+    None: off."""
+    rft_samples: int = 4
+    """Episodes the ``rft_policy`` plays per task, each with its own scripted-user seed."""
+    rft_rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(
+        max_turns=20, max_new_tokens=320, temperature=1.0, max_batch=64))
+    """How the ``rft_policy`` samples (evaluation's limits; sampled at T = 1 by default)."""
+
     def __post_init__(self) -> None:
         require(bool(self.recovery_faults) and set(self.recovery_faults) <= set(RECOVERY_FAULTS),
                 "data.recovery_faults", self.recovery_faults, f"must be a non-empty list of {list(RECOVERY_FAULTS)}")
         require(0.0 <= self.recovery_share <= 1.0, "data.recovery_share", self.recovery_share, "must be in [0, 1]")
         require(("policy" in self.recovery_faults) == (self.recovery_policy is not None), "data.recovery_policy",
                 self.recovery_policy, "must name a checkpoint exactly when data.recovery_faults holds policy")
+        require(1 <= self.rft_samples <= RFT_SEED_OFFSET, "data.rft_samples", self.rft_samples,
+                f"must be in [1, {RFT_SEED_OFFSET}] (episodes per task)")
         require(self.opening_repeats >= 0, "data.opening_repeats", self.opening_repeats, "must be >= 0")
         require(self.opening_reads >= 1, "data.opening_reads", self.opening_reads, "must be >= 1 (tool results)")
         unknown_openings = [s for s in self.opening_splits if s not in SPLIT_NAMES]

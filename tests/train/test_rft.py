@@ -1,0 +1,88 @@
+"""Rejection-sampling fine-tuning's data: a policy's own successful episodes, kept distinct, erred turns untrained."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import SMALL_ENV_OVERRIDES, small_env_config
+
+from agentgrpo.config import ConfigError, load_config
+from agentgrpo.envs.airline.factory import build_env
+from agentgrpo.envs.registry import write_tools
+from agentgrpo.envs.types import Step
+from agentgrpo.rollout.config import RolloutConfig
+from agentgrpo.train.demonstrations import collect_demonstrations
+from agentgrpo.train.rft import assistant_path, erred_turns, own_successful_episodes
+from agentgrpo.train.sft import train_sft
+from agentgrpo.train.sft_config import RFT_SEED_OFFSET, SFTConfig
+
+SPLITS = ["covered_seen", "uncovered_seen"]
+SHORT = RolloutConfig(max_turns=6, max_new_tokens=24, temperature=1.0)  # a random policy's turns, kept cheap
+
+
+@pytest.fixture(scope="module")
+def sampled(tiny_policy_dir):
+    env = small_env_config()
+    bundle = build_env(env)
+    found = own_successful_episodes(str(tiny_policy_dir), [bundle], env, SPLITS, 4, SHORT, 0, write_tools(env))
+    return bundle, env, found
+
+
+def test_only_distinct_successful_episodes_are_kept_with_their_erred_turns_untrained(sampled, tiny_policy_dir):
+    bundle, env, found = sampled
+    tasks = {task.task_id: task for task in bundle.tasks(SPLITS)}
+    assert found.tasks == len(tasks) and found.episodes == 4 * len(tasks)
+    # an untrained policy still ends some refusal tasks right (it changes nothing and the user gives up)
+    assert 0 < len(found.demos) <= found.successful < found.episodes
+    assert sum(found.kept_by_family.values()) == len(found.demos)
+    assert found.write_tasks == sum(any(a.name in write_tools(env) for a in t.actions) for t in tasks.values())
+    paths = [(d.task_id, assistant_path(d.messages)) for d in found.demos]
+    assert len(set(paths)) == len(paths)
+    for demo in found.demos:
+        assert demo.source == "policy" and demo.reward == 1.0 and demo.fault is None
+        assert demo.user_seed >= RFT_SEED_OFFSET  # never the oracle's scripted user (seed * 1000 + k, k small)
+        assert demo.messages[0]["role"] == "system" and demo.messages[1]["role"] == "user"
+        for index in demo.untrained:  # an erred turn: a call whose answer is an error (or a malformed turn)
+            assert demo.messages[index]["role"] == "assistant"
+            answer = demo.messages[index + 1]
+            assert answer["role"] == "tool" and "error" in answer["content"].lower()
+    assert found.with_erred_turns == sum(bool(d.untrained) for d in found.demos)
+    again = own_successful_episodes(str(tiny_policy_dir), [bundle], env, SPLITS, 4, SHORT, 0, write_tools(env))
+    assert [(d.task_id, d.messages) for d in again.demos] == [(d.task_id, d.messages) for d in found.demos]
+
+
+def test_erred_turns_are_the_assistant_turns_of_failed_steps_and_a_mismatch_is_refused():
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "<tool_call>{bad"}, {"role": "tool", "content": "Error: malformed"},
+                {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "x"}}]},
+                {"role": "tool", "content": "{}"}, {"role": "assistant", "content": "done"}]
+    steps = [Step("invalid", "invalid", observation="Error: malformed"), Step("tool", "x", observation="{}"),
+             Step("respond", "respond", {"content": "done"})]
+    assert erred_turns(messages, steps) == (2,)
+    with pytest.raises(ValueError, match="3 assistant turns for 2 steps"):
+        erred_turns(messages, steps[:2])
+
+
+def test_sft_trains_on_the_policys_successes_beside_the_oracles_and_checks_its_settings(tmp_path, tiny_policy_dir):
+    args = [*SMALL_ENV_OVERRIDES, "data.demos_per_task=1", "data.splits=[covered_seen,uncovered_seen]",
+            "data.opening_repeats=0", "trainer.epochs=1",
+            "trainer.batch_size=4", "progress=false", "data.copy_check_tasks=0", "data.rft_samples=4",
+            "data.rft_rollout.max_turns=6", "data.rft_rollout.max_new_tokens=24"]
+    config = load_config(SFTConfig, [*args, f"run_dir={tmp_path / 'sft'}", f"data.rft_policy={tiny_policy_dir}"],
+                         defaults="sft.yaml")
+    train_sft(config)
+    stats = json.loads((tmp_path / "sft" / "sft_stats.json").read_text())
+    oracle = collect_demonstrations(build_env(config.env), config.env, config.data.splits, 1, config.seed)
+    rft = stats["rft"]
+    assert rft["episodes"] == 4 * rft["tasks"] and 0 < rft["kept"] <= rft["successful"]
+    assert stats["demonstrations"] == len(oracle) + rft["kept"]
+    with pytest.raises(ConfigError, match="data.rft_samples"):
+        load_config(SFTConfig, ["data.rft_samples=0"], defaults="sft.yaml")
+    with pytest.raises(ConfigError, match="data.rft_rollout.temperature"):
+        load_config(SFTConfig, ["data.rft_rollout.temperature=-1"], defaults="sft.yaml")
+    with pytest.raises(ConfigError, match="data.rft_policy.*no such checkpoint"):
+        train_sft(load_config(SFTConfig, [*args, f"run_dir={tmp_path / 'x'}", "data.rft_policy=/nonexistent"],
+                              defaults="sft.yaml"))
+    with pytest.raises(ConfigError, match="data.rft_policy.*delexicalise"):  # it must read ids as the SFT shows them
+        train_sft(load_config(SFTConfig, [*args, f"run_dir={tmp_path / 'y'}", "env.delexicalise=true",
+                                          f"data.rft_policy={tiny_policy_dir}"], defaults="sft.yaml"))
