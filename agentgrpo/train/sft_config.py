@@ -93,8 +93,8 @@ class SFTDataConfig:
     rft_samples: int = 4
     """Episodes the ``rft_policy`` plays per task, each with its own scripted-user seed."""
     rft_rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(
-        max_turns=20, max_new_tokens=320, temperature=1.0, max_batch=64))
-    """How the ``rft_policy`` samples (evaluation's limits; sampled at T = 1 by default)."""
+        max_turns=20, max_new_tokens=320, temperature=0.7, max_batch=64))
+    """How the ``rft_policy`` samples: evaluation's limits, at the quickstart GRPO's rollout temperature (0.7)."""
 
     def __post_init__(self) -> None:
         require(bool(self.recovery_faults) and set(self.recovery_faults) <= set(RECOVERY_FAULTS),
