@@ -21,6 +21,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from agentgrpo.envs.config import EnvConfig
 from agentgrpo.envs.registry import EnvBundle, make_env
 from agentgrpo.envs.types import Step, Task
@@ -74,15 +76,16 @@ def erred_turns(messages: Sequence[dict[str, Any]], steps: Sequence[Step]) -> tu
 
 def own_successful_episodes(source: str, worlds: Sequence[EnvBundle], env: EnvConfig, splits: Sequence[str],
                             samples: int, rollout: RolloutConfig, seed: int, write_tools: Collection[str],
-                            use_autocast: AutocastOn = False) -> OwnEpisodes:
+                            use_autocast: AutocastOn = False, device: torch.device | str | None = None) -> OwnEpisodes:
     """Play every ``splits`` task of ``worlds`` ``samples`` times with the policy from ``source``
-    (in ``env``'s view of ids) and keep the distinct successful episodes as demonstrations."""
+    (in ``env``'s view of ids, on ``device``: None, the CPU) and keep the distinct successful
+    episodes as demonstrations."""
     tasks: list[tuple[EnvBundle, Task]] = [(world, task) for world in worlds for task in world.tasks(splits)]
     found = OwnEpisodes(tasks=len(tasks))
     if not tasks or samples < 1:
         return found
     domain = tasks[0][0].domain  # tools and policy text are the same in every world
-    model, chat = load_agent(source, domain.tool_schemas(), domain.policy)
+    model, chat = load_agent(source, domain.tool_schemas(), domain.policy, device=device)
     engine = RolloutEngine(model, chat, rollout, copy_kinds(rollout, env))
     user_client = llm_user_client(env.user)
     specs, seeds = [], []

@@ -36,7 +36,7 @@ from agentgrpo.agent.masking import SFTExample
 from agentgrpo.config import ConfigError, to_dict, to_yaml
 from agentgrpo.envs.delex import slot_token, slot_tokens
 from agentgrpo.envs.registry import EnvBundle, build_env, build_training_worlds, id_kinds, write_tools
-from agentgrpo.policy.device import AutocastOn, model_device
+from agentgrpo.policy.device import AutocastOn, model_device, resolve_device
 from agentgrpo.policy.forward import PolicyForward
 from agentgrpo.policy.hf import (
     build_policy,
@@ -133,7 +133,8 @@ def _policy_slips(config: SFTConfig, bundle: EnvBundle) -> PolicySlips | None:
     if source is None or not config.data.recovery_share:  # a source is given exactly with the policy fault
         return None
     check_acting_policy(config, "recovery_policy", source)
-    model, chat = load_agent(source, bundle.domain.tool_schemas(), bundle.domain.policy)
+    model, chat = load_agent(source, bundle.domain.tool_schemas(), bundle.domain.policy,
+                             device=resolve_device(config.policy.device))  # where the SFT itself runs
     kinds = id_kinds(config.env) if config.env.delexicalise else None
     return PolicySlips(chat, greedy_turns(model, chat, use_autocast=config.policy.autocast_devices), kinds)
 
@@ -217,7 +218,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     if rft_source is not None:
         own = own_successful_episodes(rft_source, worlds, config.env, config.data.splits, config.data.rft_samples,
                                       config.data.rft_rollout, config.seed, write_tools(config.env) or (),
-                                      config.policy.autocast_devices)
+                                      config.policy.autocast_devices, resolve_device(config.policy.device))
         demos = demos + own.demos
     if not demos:
         raise RuntimeError("the oracle produced no successful demonstrations for the SFT splits")
