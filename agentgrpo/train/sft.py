@@ -20,6 +20,7 @@ step without computing those steps, so the rest of the run is the uninterrupted 
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 import random
@@ -52,7 +53,7 @@ from agentgrpo.policy.presets import PRESETS
 from agentgrpo.policy.tokenizer import domain_corpus
 from agentgrpo.progress import progress_bar
 from agentgrpo.tracking import make_tracker
-from agentgrpo.train.checkpoint import load_trainer_state, restore_training_state, save_checkpoint
+from agentgrpo.train.checkpoint import list_checkpoints, load_trainer_state, restore_training_state, save_checkpoint
 from agentgrpo.train.copy_check import (
     CopyProbe,
     SlotRecallTokens,
@@ -191,6 +192,9 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     run_dir = Path(config.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     given = to_yaml(config)  # config.yaml: the settings as given (env.delexicalise unresolved)
+    # data.rft_rounds: the rounds before the last first, each its own SFT run under run_dir
+    earlier_player = _earlier_rounds(config, resume, force) if demonstrations is None and config.data.rft_rounds \
+        else None
     torch.manual_seed(config.seed)
     # which oracle's demonstrations of which splits taught it (GRPO's demonstration term replays the same)
     config.env = resolve_view(config.env, config.policy.init)
@@ -209,6 +213,8 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     worlds = build_training_worlds(config.env, training=bundle)
     slips = _policy_slips(config, bundle) if demonstrations is None else None
     rft_source = config.data.rft_policy if demonstrations is None else None
+    if earlier_player is not None:
+        rft_source = earlier_player
     if rft_source is not None:
         check_acting_policy(config, "rft_policy", rft_source)
     demos = demonstrations if demonstrations is not None else collect_demonstrations(
@@ -252,6 +258,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
         recovery_demonstrations=dict(sorted(Counter(d.fault for d in demos if d.fault).items())),
         **({"policy_slips": dict(sorted(slips.counts.items()))} if slips is not None else {}),
         **({"rft": own.stats()} if own is not None else {}),
+        **({"rft_player": rft_source} if rft_source is not None else {}),
         openings=len(openings),
         worlds=len(worlds),
         tasks=sum(len(world.tasks(config.data.splits)) for world in worlds),
@@ -262,6 +269,25 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     )
     (run_dir / "sft_stats.json").write_text(json.dumps(stats, indent=2))
     return final
+
+
+def _earlier_rounds(config: SFTConfig, resume: bool, force: bool) -> str:
+    """``data.rft_rounds``: train the SFTs that play the rounds before the last, each under
+    ``run_dir/rft_rounds/round<k>`` (a finished one is kept; with ``resume`` a killed one continues);
+    returns the checkpoint that plays the last round. A finished round is one whose run wrote its
+    stats under the same config; any other is trained (afresh, or continued with ``resume``)."""
+    player = config.data.rft_policy
+    for k in range(0 if player is None else 1, config.data.rft_rounds):
+        round_config = copy.deepcopy(config)
+        round_config.run_dir = str(Path(config.run_dir) / "rft_rounds" / f"round{k}")
+        round_config.data.rft_rounds, round_config.data.rft_policy = 0, player
+        round_dir = Path(round_config.run_dir)
+        finished = ((round_dir / "sft_stats.json").is_file() and (round_dir / "config.yaml").is_file()
+                    and (round_dir / "config.yaml").read_text() == to_yaml(round_config))
+        player = str(round_dir / "final" if finished else
+                     train_sft(round_config, resume=resume and bool(list_checkpoints(round_dir)), force=force))
+    assert player is not None  # rft_rounds >= 1: round0 at the least
+    return player
 
 
 class _CopyTask:

@@ -16,6 +16,8 @@ from agentgrpo.train.recovery import RECOVERY_FAULTS, TOOL_FAULTS
 RFT_SEED_OFFSET = 500
 """``data.rft_policy``'s episodes take user seeds from ``seed * 1000 + RFT_SEED_OFFSET`` on, past the
 oracle's (``seed * 1000 + k``), so the policy and the oracle never meet the same scripted user on a task."""
+MAX_RFT_ROUNDS = 5
+"""``data.rft_rounds``' bound: each round is a whole SFT."""
 
 
 @dataclass
@@ -95,6 +97,12 @@ class SFTDataConfig:
     rft_rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(
         max_turns=20, max_new_tokens=320, temperature=0.7, max_batch=64))
     """How the ``rft_policy`` samples: evaluation's limits, at the quickstart GRPO's rollout temperature (0.7)."""
+    rft_rounds: int = 0
+    """Rounds of rejection sampling in one run (expert iteration): each round an SFT on the oracle's
+    demonstrations and the successes of the round before's policy, the last at ``run_dir``, the earlier
+    ones under ``run_dir/rft_rounds/round<k>``. The first round's player is ``rft_policy`` when set,
+    else a plain SFT of this config trained there first (round0). 0: off (``rft_policy`` alone is one
+    round with that player)."""
 
     def __post_init__(self) -> None:
         require(bool(self.recovery_faults) and set(self.recovery_faults) <= set(RECOVERY_FAULTS),
@@ -104,6 +112,8 @@ class SFTDataConfig:
                 self.recovery_policy, "must name a checkpoint exactly when data.recovery_faults holds policy")
         require(1 <= self.rft_samples <= RFT_SEED_OFFSET, "data.rft_samples", self.rft_samples,
                 f"must be in [1, {RFT_SEED_OFFSET}] (episodes per task)")
+        require(0 <= self.rft_rounds <= MAX_RFT_ROUNDS, "data.rft_rounds", self.rft_rounds,
+                f"must be in [0, {MAX_RFT_ROUNDS}]")
         require(self.opening_repeats >= 0, "data.opening_repeats", self.opening_repeats, "must be >= 0")
         require(self.opening_reads >= 1, "data.opening_reads", self.opening_reads, "must be >= 1 (tool results)")
         unknown_openings = [s for s in self.opening_splits if s not in SPLIT_NAMES]

@@ -86,3 +86,33 @@ def test_sft_trains_on_the_policys_successes_beside_the_oracles_and_checks_its_s
     with pytest.raises(ConfigError, match="data.rft_policy.*delexicalise"):  # it must read ids as the SFT shows them
         train_sft(load_config(SFTConfig, [*args, f"run_dir={tmp_path / 'y'}", "env.delexicalise=true",
                                           f"data.rft_policy={tiny_policy_dir}"], defaults="sft.yaml"))
+
+
+def test_rft_rounds_train_the_player_first_and_match_the_two_run_recipe(tmp_path):
+    from safetensors.torch import load_file
+
+    from agentgrpo.train.sft import _earlier_rounds
+
+    args = [*SMALL_ENV_OVERRIDES, "data.demos_per_task=1", "data.opening_repeats=0", "trainer.epochs=1",
+            "trainer.batch_size=4", "progress=false", "data.copy_check_tasks=0", "data.rft_samples=2",
+            "data.rft_rollout.max_turns=6", "data.rft_rollout.max_new_tokens=24"]
+    rounds = load_config(SFTConfig, [*args, f"run_dir={tmp_path / 'rounds'}", "data.rft_rounds=1"],
+                         defaults="sft.yaml")
+    final = train_sft(rounds)
+    player = tmp_path / "rounds" / "rft_rounds" / "round0" / "final"
+    round0 = json.loads((player.parent / "sft_stats.json").read_text())
+    stats = json.loads((tmp_path / "rounds" / "sft_stats.json").read_text())
+    assert "rft" not in round0 and stats["rft_player"] == str(player) and stats["rft"]["episodes"] > 0
+    assert stats["demonstrations"] == round0["demonstrations"] + stats["rft"]["kept"]
+    # the same as an SFT given round0's checkpoint as data.rft_policy: one recipe, two ways to run it
+    given = load_config(SFTConfig, [*args, f"run_dir={tmp_path / 'given'}", f"data.rft_policy={player}"],
+                        defaults="sft.yaml")
+    ours, theirs = load_file(final / "model.safetensors"), load_file(train_sft(given) / "model.safetensors")
+    assert ours.keys() == theirs.keys() and all(ours[k].equal(theirs[k]) for k in ours)
+    # a finished round of the same config is kept, not trained again
+    before = (player / "model.safetensors").stat().st_mtime_ns
+    again = load_config(SFTConfig, [*args, f"run_dir={tmp_path / 'rounds'}", "data.rft_rounds=1"], defaults="sft.yaml")
+    assert _earlier_rounds(again, False, False) == str(player)
+    assert (player / "model.safetensors").stat().st_mtime_ns == before
+    with pytest.raises(ConfigError, match="data.rft_rounds"):
+        load_config(SFTConfig, ["data.rft_rounds=6"], defaults="sft.yaml")
