@@ -54,19 +54,19 @@ def cli(*args: str) -> list[str]:
 
 
 def sft_job(out: Path, seed: int, overrides: list[str]) -> Job:
-    from agentgrpo.train.checkpoint import list_checkpoints
+    from agentgrpo.train.checkpoint import can_continue
 
     run_dir = out / "sft" / f"seed{seed}"
-    resume = ["--resume"] if list_checkpoints(run_dir) else []  # killed after its first save
+    resume = ["--resume"] if can_continue(run_dir) else []  # killed after its first save (of any SFT round)
     return Job(f"sft/seed{seed}", cli("sft", *resume, *overrides, f"seed={seed}", f"run_dir={run_dir}",
                                       "progress=false"), run_dir / "final" / FINAL_MARKER)
 
 
 def grpo_job(run_dir: Path, name: str, experiment: str, seed: int, init: Path, overrides: list[str],
              needs: list[str]) -> Job:
-    from agentgrpo.train.checkpoint import list_checkpoints
+    from agentgrpo.train.checkpoint import can_continue
 
-    resume = ["--resume"] if list_checkpoints(run_dir) else []  # killed after its first save
+    resume = ["--resume"] if can_continue(run_dir) else []  # killed after its first save
     command = cli("train", *resume, f"experiment={experiment}", *overrides, f"seed={seed}",
                   f"policy.init={init}", f"run_dir={run_dir}", "logging.progress=false")
     return Job(name, command, run_dir / "final" / FINAL_MARKER, needs)

@@ -195,11 +195,11 @@ def _finished(run_dir: Path) -> bool:
 def _train_stage(run_dir: Path, train: Callable[[bool], Path], resume: bool) -> Path:
     """A training stage's final checkpoint: with ``resume``, a finished one is kept and a killed
     one continues from its latest checkpoint (``train(True)``); otherwise it trains afresh."""
-    from agentgrpo.train.checkpoint import list_checkpoints
+    from agentgrpo.train.checkpoint import can_continue
 
     if resume and _finished(run_dir):
         return run_dir / "final"
-    return train(resume and bool(list_checkpoints(run_dir)))
+    return train(resume and can_continue(run_dir))
 
 
 def write_report(out: Path, experiment: str, reports: dict, summary: dict, paired: Comparison) -> Path:

@@ -133,6 +133,17 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name[len(STEP_PREFIX) :]))
 
 
+RFT_ROUNDS_DIR = "rft_rounds"
+"""Where an SFT run keeps the SFTs of its earlier rejection-sampling rounds (``data.rft_rounds``)."""
+
+
+def can_continue(run_dir: str | Path) -> bool:
+    """Whether a killed run left a checkpoint to continue from (``--resume``): its own, or one of
+    an earlier rejection-sampling round's SFT (``run_dir/rft_rounds/round<k>``)."""
+    rounds = Path(run_dir) / RFT_ROUNDS_DIR
+    return bool(list_checkpoints(run_dir)) or any(list_checkpoints(r) for r in sorted(rounds.glob("round*")))
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     found = list_checkpoints(run_dir)
     return found[-1] if found else None

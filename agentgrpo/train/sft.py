@@ -53,7 +53,13 @@ from agentgrpo.policy.presets import PRESETS
 from agentgrpo.policy.tokenizer import domain_corpus
 from agentgrpo.progress import progress_bar
 from agentgrpo.tracking import make_tracker
-from agentgrpo.train.checkpoint import list_checkpoints, load_trainer_state, restore_training_state, save_checkpoint
+from agentgrpo.train.checkpoint import (
+    RFT_ROUNDS_DIR,
+    can_continue,
+    load_trainer_state,
+    restore_training_state,
+    save_checkpoint,
+)
 from agentgrpo.train.copy_check import (
     CopyProbe,
     SlotRecallTokens,
@@ -279,13 +285,13 @@ def _earlier_rounds(config: SFTConfig, resume: bool, force: bool) -> str:
     player = config.data.rft_policy
     for k in range(0 if player is None else 1, config.data.rft_rounds):
         round_config = copy.deepcopy(config)
-        round_config.run_dir = str(Path(config.run_dir) / "rft_rounds" / f"round{k}")
+        round_config.run_dir = str(Path(config.run_dir) / RFT_ROUNDS_DIR / f"round{k}")
         round_config.data.rft_rounds, round_config.data.rft_policy = 0, player
         round_dir = Path(round_config.run_dir)
         finished = ((round_dir / "sft_stats.json").is_file() and (round_dir / "config.yaml").is_file()
                     and (round_dir / "config.yaml").read_text() == to_yaml(round_config))
         player = str(round_dir / "final" if finished else
-                     train_sft(round_config, resume=resume and bool(list_checkpoints(round_dir)), force=force))
+                     train_sft(round_config, resume=resume and can_continue(round_dir), force=force))
     assert player is not None  # rft_rounds >= 1: round0 at the least
     return player
 

@@ -19,6 +19,8 @@ from agentgrpo.config import ConfigError, load_config
 from agentgrpo.policy.hf import load_policy
 from agentgrpo.tracking import read_metrics
 from agentgrpo.train.checkpoint import (
+    RFT_ROUNDS_DIR,
+    can_continue,
     latest_checkpoint,
     list_checkpoints,
     load_trainer_state,
@@ -189,6 +191,19 @@ def test_resume_without_checkpoint_or_final_starts_over(tmp_path):
         resume_checkpoint(tmp_path, config)
     with pytest.warns(UserWarning, match="starting over"):
         assert resume_checkpoint(tmp_path, config, force=True) is None
+
+
+def test_a_run_can_continue_from_its_own_or_an_earlier_rft_rounds_checkpoint(tmp_path):
+    run = tmp_path / "sft"
+    assert not can_continue(run)
+    (run / "checkpoints" / ".step_000002.tmp-1").mkdir(parents=True)  # a killed save is no checkpoint
+    (run / RFT_ROUNDS_DIR / "round0" / "final").mkdir(parents=True)  # a finished round is nothing to continue
+    assert not can_continue(run)
+    (run / RFT_ROUNDS_DIR / "round1" / "checkpoints" / "step_000004").mkdir(parents=True)
+    assert can_continue(run)
+    shutil.rmtree(run / RFT_ROUNDS_DIR)
+    (run / "checkpoints" / "step_000002").mkdir()
+    assert can_continue(run)
 
 
 def test_allow_list_and_cosine_horizon():
