@@ -16,9 +16,11 @@ the SFT trains in, so the checkpoint must read the view the SFT's demonstrations
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -56,6 +58,43 @@ class OwnEpisodes:
                 "tasks": self.tasks, "tasks_solved": self.tasks_solved, "write_tasks": self.write_tasks,
                 "write_tasks_solved": self.write_tasks_solved, "with_erred_turns": self.with_erred_turns,
                 "kept_by_family": dict(sorted(self.kept_by_family.items()))}
+
+
+EPISODES_FILE = "rft_episodes.jsonl"
+"""In an SFT's run_dir: what its rejection sampling kept (a header with the sampling's settings and
+counts, then one demonstration a line), to read, and for ``--resume`` not to sample again."""
+
+
+def save_own_episodes(found: OwnEpisodes, path: str | Path, settings: Mapping[str, Any]) -> None:
+    """Write ``found`` to ``path`` (``EPISODES_FILE``) atomically, headed by the ``settings`` it was sampled with."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with tmp.open("w") as out:
+        out.write(json.dumps({"settings": dict(settings), "counts": found.stats()}, default=str) + "\n")
+        for demo in found.demos:
+            out.write(json.dumps(asdict(demo), default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def load_own_episodes(path: str | Path, settings: Mapping[str, Any]) -> OwnEpisodes | None:
+    """What ``save_own_episodes`` wrote to ``path``, if it was sampled with these ``settings``; else None."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    lines = path.read_text().splitlines()
+    try:
+        header = json.loads(lines[0]) if lines else {}
+    except json.JSONDecodeError:
+        return None
+    if header.get("settings") != json.loads(json.dumps(dict(settings), default=str)):
+        return None
+    counts = header["counts"]
+    demos = [Demonstration(**{**row, "untrained": tuple(row["untrained"])}) for row in map(json.loads, lines[1:])]
+    if len(demos) != counts["kept"]:
+        return None  # not the whole file: sample again
+    return OwnEpisodes(demos=demos, kept_by_family=Counter(counts["kept_by_family"]),
+                       **{k: counts[k] for k in ("episodes", "successful", "tasks", "tasks_solved", "write_tasks",
+                                                 "write_tasks_solved", "with_erred_turns")})
 
 
 def assistant_path(messages: Sequence[dict[str, Any]]) -> str:

@@ -84,7 +84,7 @@ from agentgrpo.train.demonstrations import (
 from agentgrpo.train.optim import make_optimizer, make_scheduler
 from agentgrpo.train.recovery import PolicySlips, greedy_turns
 from agentgrpo.train.resume import resume_checkpoint
-from agentgrpo.train.rft import own_successful_episodes
+from agentgrpo.train.rft import EPISODES_FILE, load_own_episodes, own_successful_episodes, save_own_episodes
 from agentgrpo.train.sft_config import SFTConfig, SFTTrainerConfig
 
 
@@ -228,9 +228,17 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
         config.data.recovery_share, config.data.recovery_faults, slips)
     own = None
     if rft_source is not None:
-        own = own_successful_episodes(rft_source, worlds, config.env, config.data.splits, config.data.rft_samples,
-                                      config.data.rft_rollout, config.seed, write_tools(config.env) or (),
-                                      config.policy.autocast_devices, resolve_device(config.policy.device))
+        # what was sampled is kept in run_dir: a resumed run reads it back instead of sampling again
+        sampling = {"player": rft_source, "samples": config.data.rft_samples, "seed": config.seed,
+                    "rollout": to_dict(config.data.rft_rollout), "splits": list(config.data.splits),
+                    "env": to_dict(config.env)}
+        own = load_own_episodes(run_dir / EPISODES_FILE, sampling) if resume else None
+        if own is None:
+            own = own_successful_episodes(rft_source, worlds, config.env, config.data.splits,
+                                          config.data.rft_samples, config.data.rft_rollout, config.seed,
+                                          write_tools(config.env) or (), config.policy.autocast_devices,
+                                          resolve_device(config.policy.device))
+            save_own_episodes(own, run_dir / EPISODES_FILE, sampling)
         demos = demos + own.demos
     if not demos:
         raise RuntimeError("the oracle produced no successful demonstrations for the SFT splits")

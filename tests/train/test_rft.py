@@ -12,7 +12,14 @@ from agentgrpo.envs.registry import write_tools
 from agentgrpo.envs.types import Step
 from agentgrpo.rollout.config import RolloutConfig
 from agentgrpo.train.demonstrations import collect_demonstrations
-from agentgrpo.train.rft import assistant_path, erred_turns, own_successful_episodes
+from agentgrpo.train.rft import (
+    EPISODES_FILE,
+    assistant_path,
+    erred_turns,
+    load_own_episodes,
+    own_successful_episodes,
+    save_own_episodes,
+)
 from agentgrpo.train.sft import train_sft
 from agentgrpo.train.sft_config import RFT_SEED_OFFSET, SFTConfig
 
@@ -51,6 +58,17 @@ def test_only_distinct_successful_episodes_are_kept_with_their_erred_turns_untra
     assert [(d.task_id, d.messages) for d in again.demos] == [(d.task_id, d.messages) for d in found.demos]
 
 
+def test_the_kept_episodes_are_saved_and_read_back_only_for_the_same_sampling(sampled, tmp_path):
+    _, _, found = sampled
+    path, settings = tmp_path / EPISODES_FILE, {"player": "p", "samples": 4, "rollout": {"temperature": 1.0}}
+    save_own_episodes(found, path, settings)
+    back = load_own_episodes(path, settings)
+    assert back is not None and back.demos == found.demos and back.stats() == found.stats()
+    assert load_own_episodes(path, {**settings, "samples": 8}) is None  # other settings: sample again
+    path.write_text("\n".join(path.read_text().splitlines()[:-1]))  # a cut file is not read
+    assert load_own_episodes(path, settings) is None and load_own_episodes(tmp_path / "none", settings) is None
+
+
 def test_erred_turns_are_the_assistant_turns_of_failed_steps_and_a_mismatch_is_refused():
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"},
                 {"role": "assistant", "content": "<tool_call>{bad"}, {"role": "tool", "content": "Error: malformed"},
@@ -76,6 +94,8 @@ def test_sft_trains_on_the_policys_successes_beside_the_oracles_and_checks_its_s
     rft = stats["rft"]
     assert rft["episodes"] == 4 * rft["tasks"] and 0 < rft["kept"] <= rft["successful"]
     assert stats["demonstrations"] == len(oracle) + rft["kept"]
+    saved = json.loads((tmp_path / "sft" / EPISODES_FILE).read_text().splitlines()[0])
+    assert saved["counts"] == rft and saved["settings"]["player"] == str(tiny_policy_dir)
     with pytest.raises(ConfigError, match="data.rft_samples"):
         load_config(SFTConfig, ["data.rft_samples=0"], defaults="sft.yaml")
     with pytest.raises(ConfigError, match="data.rft_rollout.temperature"):
