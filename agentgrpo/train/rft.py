@@ -92,9 +92,8 @@ def load_own_episodes(path: str | Path, settings: Mapping[str, Any]) -> OwnEpiso
     demos = [Demonstration(**{**row, "untrained": tuple(row["untrained"])}) for row in map(json.loads, lines[1:])]
     if len(demos) != counts["kept"]:
         return None  # not the whole file: sample again
-    return OwnEpisodes(demos=demos, kept_by_family=Counter(counts["kept_by_family"]),
-                       **{k: counts[k] for k in ("episodes", "successful", "tasks", "tasks_solved", "write_tasks",
-                                                 "write_tasks_solved", "with_erred_turns")})
+    counters = {k: v for k, v in counts.items() if k not in ("kept", "kept_by_family")}  # stats()'s other keys
+    return OwnEpisodes(demos=demos, kept_by_family=Counter(counts["kept_by_family"]), **counters)
 
 
 def assistant_path(messages: Sequence[dict[str, Any]]) -> str:

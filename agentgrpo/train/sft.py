@@ -218,9 +218,7 @@ def train_sft(config: SFTConfig, demonstrations: list[Demonstration] | None = No
     bundle = build_env(config.env)
     worlds = build_training_worlds(config.env, training=bundle)
     slips = _policy_slips(config, bundle) if demonstrations is None else None
-    rft_source = config.data.rft_policy if demonstrations is None else None
-    if earlier_player is not None:
-        rft_source = earlier_player
+    rft_source = earlier_player or (config.data.rft_policy if demonstrations is None else None)
     if rft_source is not None:
         check_acting_policy(config, "rft_policy", rft_source)
     demos = demonstrations if demonstrations is not None else collect_demonstrations(
